@@ -1,0 +1,165 @@
+//! Arrow Flight data plane of a backend.
+//!
+//! * `DoGet(ticket = ExecFragmentRequest)`: run one partition of a fragment and
+//!   stream its batches. The fragment runs on the backend's execution pool;
+//!   dropping the stream (client gone, query cancelled) stops it.
+//! * `DoPut(descriptor.cmd = WriteRequest)`: append the streamed batches to a
+//!   tablet's pending rowset of a transaction, one segment per flush.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::FlightService;
+use arrow_flight::{
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest,
+    HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+};
+use futures::{Stream, StreamExt, TryStreamExt};
+use prost::Message;
+use tethys_common::TethysError;
+use tethys_common::config::SEGMENT_FLUSH_ROWS;
+use tethys_proto::{ExecFragmentRequest, WriteRequest, WriteResponse};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::Backend;
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+pub struct BackendFlight {
+    backend: Arc<Backend>,
+}
+
+impl BackendFlight {
+    pub fn new(backend: Arc<Backend>) -> Self {
+        BackendFlight { backend }
+    }
+}
+
+fn to_flight_err(e: impl Into<TethysError>) -> FlightError {
+    FlightError::Tonic(Box::new(Status::from(e.into())))
+}
+
+async fn flush(backend: &Arc<Backend>, txn: i64, tablet: i64, batches: Vec<RecordBatch>) -> Result<u64, Status> {
+    let b = backend.clone();
+    tokio::task::spawn_blocking(move || b.engine.write(txn, tablet, &batches))
+        .await
+        .map_err(|e| Status::internal(format!("write task failed: {e}")))?
+        .map_err(Status::from)
+}
+
+#[tonic::async_trait]
+impl FlightService for BackendFlight {
+    type HandshakeStream = BoxStream<HandshakeResponse>;
+    type ListFlightsStream = BoxStream<FlightInfo>;
+    type DoGetStream = BoxStream<FlightData>;
+    type DoPutStream = BoxStream<PutResult>;
+    type DoExchangeStream = BoxStream<FlightData>;
+    type DoActionStream = BoxStream<arrow_flight::Result>;
+    type ListActionsStream = BoxStream<ActionType>;
+
+    async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+        let req = ExecFragmentRequest::decode(request.into_inner().ticket)
+            .map_err(|e| Status::invalid_argument(format!("bad fragment ticket: {e}")))?;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(2);
+        let backend = self.backend.clone();
+        let handle = backend.exec_handle().map_err(Status::from)?;
+        handle.spawn(async move {
+            let mut stream = match backend.executor.execute(&req) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(to_flight_err(e))).await;
+                    return;
+                }
+            };
+            while let Some(item) = stream.next().await {
+                let item = item.map_err(to_flight_err);
+                let stop = item.is_err();
+                if tx.send(item).await.is_err() || stop {
+                    break;
+                }
+            }
+        });
+        let batches = tokio_stream::wrappers::ReceiverStream::new(rx);
+        let flight = FlightDataEncoderBuilder::new().build(batches).map_err(Status::from);
+        Ok(Response::new(Box::pin(flight)))
+    }
+
+    async fn do_put(&self, request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
+        let mut input = request.into_inner();
+        let first = input
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("empty write stream"))?;
+        let desc: FlightDescriptor = first
+            .flight_descriptor
+            .clone()
+            .ok_or_else(|| Status::invalid_argument("write stream without a descriptor"))?;
+        let wr = WriteRequest::decode(desc.cmd)
+            .map_err(|e| Status::invalid_argument(format!("bad write request: {e}")))?;
+        let data = futures::stream::once(async move { Ok(first) })
+            .chain(input)
+            .map_err(FlightError::from);
+        let mut batches = FlightRecordBatchStream::new_from_flight_data(data);
+        let mut buf = Vec::new();
+        let (mut buffered, mut rows, mut bytes) = (0usize, 0i64, 0i64);
+        while let Some(b) = batches.next().await {
+            let b = b.map_err(Status::from)?;
+            buffered += b.num_rows();
+            rows += b.num_rows() as i64;
+            buf.push(b);
+            if buffered >= SEGMENT_FLUSH_ROWS {
+                bytes += flush(&self.backend, wr.txn_id, wr.tablet_id, std::mem::take(&mut buf)).await? as i64;
+                buffered = 0;
+            }
+        }
+        if !buf.is_empty() {
+            bytes += flush(&self.backend, wr.txn_id, wr.tablet_id, buf).await? as i64;
+        }
+        let result = PutResult {
+            app_metadata: WriteResponse { rows, bytes }.encode_to_vec().into(),
+        };
+        Ok(Response::new(Box::pin(futures::stream::once(async move { Ok(result) }))))
+    }
+
+    async fn handshake(
+        &self,
+        _request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<Response<Self::HandshakeStream>, Status> {
+        Err(Status::unimplemented("handshake is not used by Tethys"))
+    }
+
+    async fn list_flights(&self, _request: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
+        Err(Status::unimplemented("list_flights is not used by Tethys"))
+    }
+
+    async fn get_flight_info(&self, _request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
+        Err(Status::unimplemented("get_flight_info is not used by Tethys"))
+    }
+
+    async fn poll_flight_info(&self, _request: Request<FlightDescriptor>) -> Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented("poll_flight_info is not used by Tethys"))
+    }
+
+    async fn get_schema(&self, _request: Request<FlightDescriptor>) -> Result<Response<SchemaResult>, Status> {
+        Err(Status::unimplemented("get_schema is not used by Tethys"))
+    }
+
+    async fn do_exchange(
+        &self,
+        _request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoExchangeStream>, Status> {
+        Err(Status::unimplemented("do_exchange is not used by Tethys yet"))
+    }
+
+    async fn do_action(&self, _request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
+        Err(Status::unimplemented("do_action is not used by Tethys"))
+    }
+
+    async fn list_actions(&self, _request: Request<Empty>) -> Result<Response<Self::ListActionsStream>, Status> {
+        Err(Status::unimplemented("list_actions is not used by Tethys"))
+    }
+}

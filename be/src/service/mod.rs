@@ -1,0 +1,126 @@
+//! The backend's network face: the `BackendService` control plane and the
+//! Arrow Flight data plane on one gRPC port, plus the BE HTTP port.
+
+mod flight;
+mod http;
+mod rpc;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_flight::flight_service_server::FlightServiceServer;
+use tethys_common::{Result, TethysError};
+use tethys_proto::backend_service_server::BackendServiceServer;
+use tokio::net::TcpListener;
+
+use crate::exec::FragmentExecutor;
+use crate::storage::StorageEngine;
+
+/// How to start a backend.
+#[derive(Debug, Clone)]
+pub struct BackendConfig {
+    /// Storage root (tablets live under `<root>/data`).
+    pub root: PathBuf,
+    /// gRPC address (control plane and Arrow Flight).
+    pub rpc_addr: SocketAddr,
+    /// HTTP address.
+    pub http_addr: SocketAddr,
+    /// Worker threads of the fragment execution pool (0: number of cores).
+    pub exec_threads: usize,
+}
+
+/// A running backend's shared state.
+pub struct Backend {
+    pub engine: Arc<StorageEngine>,
+    pub executor: Arc<FragmentExecutor>,
+    exec_runtime: Option<tokio::runtime::Runtime>,
+    started_ms: i64,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend").finish_non_exhaustive()
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Some(rt) = self.exec_runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Backend {
+    /// Opens the storage and builds the execution pool.
+    pub fn open(cfg: &BackendConfig) -> Result<Arc<Backend>> {
+        let engine = Arc::new(StorageEngine::open(&cfg.root)?);
+        let executor = Arc::new(FragmentExecutor::new(engine.clone())?);
+        let threads = if cfg.exec_threads == 0 {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+        } else {
+            cfg.exec_threads
+        };
+        let exec_runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("be-exec")
+            .enable_all()
+            .build()
+            .map_err(|e| TethysError::io("starting the BE execution pool", e))?;
+        Ok(Arc::new(Backend {
+            engine,
+            executor,
+            exec_runtime: Some(exec_runtime),
+            started_ms: chrono::Utc::now().timestamp_millis(),
+        }))
+    }
+
+    fn exec_handle(&self) -> Result<tokio::runtime::Handle> {
+        self.exec_runtime
+            .as_ref()
+            .map(|r| r.handle().clone())
+            .ok_or_else(|| TethysError::Internal("backend is shutting down".into()))
+    }
+}
+
+/// Serves a backend until `shutdown` resolves.
+pub async fn serve(
+    backend: Arc<Backend>,
+    cfg: BackendConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let rpc_listener = TcpListener::bind(cfg.rpc_addr)
+        .await
+        .map_err(|e| TethysError::io(format!("binding BE rpc port {}", cfg.rpc_addr), e))?;
+    let http_listener = TcpListener::bind(cfg.http_addr)
+        .await
+        .map_err(|e| TethysError::io(format!("binding BE http port {}", cfg.http_addr), e))?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let mut rx1 = stop_rx.clone();
+    let mut rx2 = stop_rx;
+    let grpc = tonic::transport::Server::builder()
+        .add_service(BackendServiceServer::new(rpc::BackendRpc::new(backend.clone())))
+        .add_service(
+            FlightServiceServer::new(flight::BackendFlight::new(backend.clone()))
+                .max_decoding_message_size(256 << 20)
+                .max_encoding_message_size(256 << 20),
+        )
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(rpc_listener),
+            async move {
+                let _ = rx1.wait_for(|v| *v).await;
+            },
+        );
+    let http = axum::serve(http_listener, http::router(backend.clone())).with_graceful_shutdown(async move {
+        let _ = rx2.wait_for(|v| *v).await;
+    });
+    let (a, b) = tokio::join!(grpc, http);
+    a.map_err(|e| TethysError::Backend(format!("BE rpc server: {e}")))?;
+    b.map_err(|e| TethysError::io("BE http server", e))?;
+    Ok(())
+}

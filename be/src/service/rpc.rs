@@ -1,0 +1,128 @@
+//! `BackendService`: tablet lifecycle, transaction publish/abort and stats.
+
+use std::sync::Arc;
+
+use tethys_common::TethysError;
+use tethys_common::schema::TableSchema;
+use tethys_proto::backend_service_server::BackendService;
+use tethys_proto::*;
+use tonic::{Request, Response, Status};
+
+use super::Backend;
+
+pub struct BackendRpc {
+    backend: Arc<Backend>,
+}
+
+impl BackendRpc {
+    pub fn new(backend: Arc<Backend>) -> Self {
+        BackendRpc { backend }
+    }
+
+    /// Runs blocking storage work off the async threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Backend) -> Result<T, TethysError> + Send + 'static,
+    ) -> Result<T, Status> {
+        let b = self.backend.clone();
+        tokio::task::spawn_blocking(move || f(&b))
+            .await
+            .map_err(|e| Status::internal(format!("storage task failed: {e}")))?
+            .map_err(Status::from)
+    }
+}
+
+#[tonic::async_trait]
+impl BackendService for BackendRpc {
+    async fn heartbeat(&self, req: Request<HeartbeatRequest>) -> Result<Response<HeartbeatResponse>, Status> {
+        let (tablets, bytes) = self.backend.engine.totals();
+        Ok(Response::new(HeartbeatResponse {
+            backend_id: req.into_inner().backend_id,
+            tablet_count: tablets as i64,
+            data_used_bytes: bytes as i64,
+            version: env!("CARGO_PKG_VERSION").into(),
+            start_time_ms: self.backend.started_ms,
+        }))
+    }
+
+    async fn create_tablets(
+        &self,
+        req: Request<CreateTabletsRequest>,
+    ) -> Result<Response<CreateTabletsResponse>, Status> {
+        let specs = req.into_inner().tablets;
+        self.blocking(move |b| {
+            for s in specs {
+                let schema = TableSchema::from_pb(&s.schema.unwrap_or_default())?;
+                b.engine
+                    .create_tablet(s.tablet_id, s.table_id, s.partition_id, schema, s.initial_version)?;
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(Response::new(CreateTabletsResponse {}))
+    }
+
+    async fn drop_tablets(&self, req: Request<DropTabletsRequest>) -> Result<Response<DropTabletsResponse>, Status> {
+        let ids = req.into_inner().tablet_ids;
+        self.blocking(move |b| {
+            for id in ids {
+                b.engine.drop_tablet(id)?;
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(Response::new(DropTabletsResponse {}))
+    }
+
+    async fn publish_version(
+        &self,
+        req: Request<PublishVersionRequest>,
+    ) -> Result<Response<PublishVersionResponse>, Status> {
+        let r = req.into_inner();
+        self.blocking(move |b| {
+            for t in r.tablets {
+                b.engine.publish(r.txn_id, t.tablet_id, t.version)?;
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(Response::new(PublishVersionResponse {}))
+    }
+
+    async fn abort_txn(&self, req: Request<AbortTxnRequest>) -> Result<Response<AbortTxnResponse>, Status> {
+        let txn = req.into_inner().txn_id;
+        self.blocking(move |b| b.engine.abort(txn)).await?;
+        Ok(Response::new(AbortTxnResponse {}))
+    }
+
+    async fn pending_txns(&self, _req: Request<PendingTxnsRequest>) -> Result<Response<PendingTxnsResponse>, Status> {
+        Ok(Response::new(PendingTxnsResponse {
+            txn_ids: self.backend.engine.pending_txns(),
+        }))
+    }
+
+    async fn tablet_stats(&self, req: Request<TabletStatsRequest>) -> Result<Response<TabletStatsResponse>, Status> {
+        let tablets = req
+            .into_inner()
+            .tablet_ids
+            .into_iter()
+            .map(|id| match self.backend.engine.stats(id) {
+                Some(s) => TabletStat {
+                    tablet_id: id,
+                    version: s.version,
+                    row_count: s.row_count as i64,
+                    data_size: s.data_size as i64,
+                    rowset_count: s.rowset_count as i64,
+                    segment_count: s.segment_count as i64,
+                    found: true,
+                },
+                None => TabletStat {
+                    tablet_id: id,
+                    found: false,
+                    ..Default::default()
+                },
+            })
+            .collect();
+        Ok(Response::new(TabletStatsResponse { tablets }))
+    }
+}

@@ -1,0 +1,240 @@
+//! The storage engine of one backend: every tablet under `<root>/data`, and
+//! the transaction-level operations (write, publish, abort) the FE drives.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use arrow::array::RecordBatch;
+use tethys_common::fsutil::ensure_dir;
+use tethys_common::schema::TableSchema;
+use tethys_common::{Result, TethysError};
+
+use super::tablet::{Tablet, TabletMeta, TabletStats};
+
+/// All tablets on this backend.
+#[derive(Debug)]
+pub struct StorageEngine {
+    data_dir: PathBuf,
+    tablets: RwLock<HashMap<i64, Arc<Tablet>>>,
+    rowset_seq: AtomicU64,
+    boot_ms: u64,
+}
+
+impl StorageEngine {
+    /// Opens (or creates) the storage under `root`, loading every tablet.
+    pub fn open(root: &Path) -> Result<StorageEngine> {
+        let data_dir = root.join("data");
+        ensure_dir(&data_dir)?;
+        let mut tablets = HashMap::new();
+        let entries =
+            fs::read_dir(&data_dir).map_err(|e| TethysError::io(format!("listing {}", data_dir.display()), e))?;
+        for e in entries {
+            let e = e.map_err(|e| TethysError::io(format!("listing {}", data_dir.display()), e))?;
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(".dropping") {
+                let _ = fs::remove_dir_all(&path);
+                continue;
+            }
+            if !path.is_dir() {
+                continue;
+            }
+            if !path.join("meta.json").exists() {
+                // A tablet whose creation never completed.
+                let _ = fs::remove_dir_all(&path);
+                continue;
+            }
+            let t = Tablet::open(&path)?;
+            tablets.insert(t.id(), Arc::new(t));
+        }
+        let boot_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Ok(StorageEngine {
+            data_dir,
+            tablets: RwLock::new(tablets),
+            rowset_seq: AtomicU64::new(0),
+            boot_ms,
+        })
+    }
+
+    fn tablets(&self) -> std::sync::RwLockReadGuard<'_, HashMap<i64, Arc<Tablet>>> {
+        self.tablets.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates a tablet; creating an existing tablet again is a no-op.
+    pub fn create_tablet(
+        &self,
+        tablet_id: i64,
+        table_id: i64,
+        partition_id: i64,
+        schema: TableSchema,
+        version: i64,
+    ) -> Result<()> {
+        if self.tablets().contains_key(&tablet_id) {
+            return Ok(());
+        }
+        let meta = TabletMeta {
+            format_version: 1,
+            tablet_id,
+            table_id,
+            partition_id,
+            schema,
+            version,
+            rowsets: vec![],
+        };
+        let t = Tablet::create(&self.data_dir.join(tablet_id.to_string()), meta)?;
+        self.tablets
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tablet_id, Arc::new(t));
+        Ok(())
+    }
+
+    /// Drops a tablet and its files. Running scans keep their open files.
+    pub fn drop_tablet(&self, tablet_id: i64) -> Result<()> {
+        let t = self
+            .tablets
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&tablet_id);
+        if let Some(t) = t {
+            let doomed = self.data_dir.join(format!("{tablet_id}.dropping"));
+            fs::rename(t.dir(), &doomed)
+                .map_err(|e| TethysError::io(format!("dropping tablet {tablet_id}"), e))?;
+            let _ = fs::remove_dir_all(&doomed);
+        }
+        Ok(())
+    }
+
+    /// A tablet by id.
+    pub fn tablet(&self, tablet_id: i64) -> Result<Arc<Tablet>> {
+        self.tablets()
+            .get(&tablet_id)
+            .cloned()
+            .ok_or_else(|| TethysError::Backend(format!("tablet {tablet_id} does not exist on this backend")))
+    }
+
+    /// Appends rows of a transaction to a tablet. Returns bytes written.
+    pub fn write(&self, txn_id: i64, tablet_id: i64, batches: &[RecordBatch]) -> Result<u64> {
+        let t = self.tablet(tablet_id)?;
+        t.write(txn_id, batches, || {
+            format!(
+                "{:x}{:06x}t{txn_id}",
+                self.boot_ms,
+                self.rowset_seq.fetch_add(1, Ordering::Relaxed)
+            )
+        })
+    }
+
+    /// Publishes a transaction on one tablet at `version`.
+    pub fn publish(&self, txn_id: i64, tablet_id: i64, version: i64) -> Result<()> {
+        self.tablet(tablet_id)?.publish(txn_id, version)
+    }
+
+    /// Aborts a transaction on every tablet.
+    pub fn abort(&self, txn_id: i64) -> Result<()> {
+        let all: Vec<Arc<Tablet>> = self.tablets().values().cloned().collect();
+        for t in all {
+            t.abort(txn_id)?;
+        }
+        Ok(())
+    }
+
+    /// Transactions with unpublished data on this backend.
+    pub fn pending_txns(&self) -> Vec<i64> {
+        let mut v: Vec<i64> = self.tablets().values().flat_map(|t| t.pending_txns()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Stats of one tablet, if it exists.
+    pub fn stats(&self, tablet_id: i64) -> Option<TabletStats> {
+        self.tablets().get(&tablet_id).map(|t| t.stats())
+    }
+
+    /// Number of tablets and bytes stored.
+    pub fn totals(&self) -> (usize, u64) {
+        let t = self.tablets();
+        (t.len(), t.values().map(|t| t.stats().data_size).sum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, StringArray};
+    use tethys_common::schema::Column;
+    use tethys_common::types::ColumnType;
+
+    fn schema() -> TableSchema {
+        TableSchema {
+            columns: vec![
+                Column {
+                    name: "k".into(),
+                    column_type: ColumnType::Int,
+                    nullable: false,
+                    is_key: true,
+                    default: None,
+                    comment: String::new(),
+                    aggregation: None,
+                },
+                Column {
+                    name: "v".into(),
+                    column_type: ColumnType::Varchar(8),
+                    nullable: true,
+                    is_key: false,
+                    default: None,
+                    comment: String::new(),
+                    aggregation: None,
+                },
+            ],
+            num_key_columns: 1,
+            compression: "lz4".into(),
+        }
+    }
+
+    fn batch(s: &TableSchema, keys: Vec<i32>) -> RecordBatch {
+        let n = keys.len();
+        RecordBatch::try_new(
+            s.arrow_schema(),
+            vec![
+                std::sync::Arc::new(Int32Array::from(keys)),
+                std::sync::Arc::new(StringArray::from(vec!["x"; n])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn publish_abort_and_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = schema();
+        {
+            let e = StorageEngine::open(dir.path()).unwrap();
+            e.create_tablet(7, 1, 2, s.clone(), 1).unwrap();
+            e.write(100, 7, &[batch(&s, vec![3, 1, 2])]).unwrap();
+            e.write(101, 7, &[batch(&s, vec![9])]).unwrap();
+            e.publish(100, 7, 2).unwrap();
+            e.publish(100, 7, 2).unwrap(); // idempotent
+            assert_eq!(e.stats(7).unwrap().row_count, 3);
+            assert_eq!(e.pending_txns(), vec![101]);
+        }
+        // Restart: txn 101 is still pending (the FE decides its fate), 100 is visible.
+        let e = StorageEngine::open(dir.path()).unwrap();
+        assert_eq!(e.pending_txns(), vec![101]);
+        assert_eq!(e.tablet(7).unwrap().segments_at(2).unwrap().len(), 1);
+        assert_eq!(e.tablet(7).unwrap().segments_at(1).unwrap().len(), 0);
+        e.abort(101).unwrap();
+        assert!(e.pending_txns().is_empty());
+        let files = std::fs::read_dir(dir.path().join("data/7")).unwrap().count();
+        assert_eq!(files, 2, "meta.json and one segment remain");
+        e.drop_tablet(7).unwrap();
+        assert!(e.tablet(7).is_err());
+    }
+}

@@ -1,0 +1,10 @@
+//! Tablet storage: segments of column pages, rowsets, tablets and the engine
+//! that holds them.
+
+pub mod engine;
+pub mod page;
+pub mod segment;
+pub mod tablet;
+pub mod zone_map;
+
+pub use engine::StorageEngine;

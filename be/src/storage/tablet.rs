@@ -1,0 +1,318 @@
+//! Tablets: a bucket of one partition, stored as versioned, immutable rowsets.
+//!
+//! `meta.json` (magic + crc32c + JSON) lists the published rowsets and the
+//! tablet's version. A load writes its segments first and records them in a
+//! pending file `txn_<id>.json`; publishing the transaction moves them into the
+//! meta at their version with one atomic meta rewrite, so a crash leaves either
+//! the old meta or the new one. Segment files that neither the meta nor a
+//! pending record references are garbage and are removed when the tablet opens.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, RwLock};
+
+use arrow::array::RecordBatch;
+use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
+use serde::{Deserialize, Serialize};
+use tethys_common::fsutil::{ensure_dir, write_atomic};
+use tethys_common::schema::TableSchema;
+use tethys_common::{Result, TethysError};
+
+use super::segment::{SegmentInfo, write_segment};
+
+const META_MAGIC: &[u8; 4] = b"TMT1";
+const META_FILE: &str = "meta.json";
+const META_FORMAT_VERSION: u32 = 1;
+
+/// A published rowset: the output of one load, visible from `start_version`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RowsetMeta {
+    pub rowset_id: String,
+    pub start_version: i64,
+    pub end_version: i64,
+    pub txn_id: i64,
+    pub num_rows: u64,
+    pub data_size: u64,
+    pub segments: Vec<SegmentInfo>,
+}
+
+/// The durable state of a tablet.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TabletMeta {
+    pub format_version: u32,
+    pub tablet_id: i64,
+    pub table_id: i64,
+    pub partition_id: i64,
+    pub schema: TableSchema,
+    /// Highest published version.
+    pub version: i64,
+    pub rowsets: Vec<RowsetMeta>,
+}
+
+/// Segments a transaction has written but not yet published.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PendingRowset {
+    pub txn_id: i64,
+    pub rowset_id: String,
+    pub segments: Vec<SegmentInfo>,
+}
+
+/// Summary numbers of a tablet.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TabletStats {
+    pub version: i64,
+    pub row_count: u64,
+    pub data_size: u64,
+    pub rowset_count: usize,
+    pub segment_count: usize,
+}
+
+/// One tablet on this backend.
+#[derive(Debug)]
+pub struct Tablet {
+    dir: PathBuf,
+    meta: RwLock<TabletMeta>,
+    pending: Mutex<HashMap<i64, PendingRowset>>,
+    /// Serializes meta and pending-file rewrites.
+    write_lock: Mutex<()>,
+}
+
+fn encode_envelope(json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len() + 8);
+    out.extend_from_slice(META_MAGIC);
+    out.extend_from_slice(&crc32c::crc32c(json).to_le_bytes());
+    out.extend_from_slice(json);
+    out
+}
+
+fn decode_envelope<'a>(bytes: &'a [u8], what: &Path) -> Result<&'a [u8]> {
+    if bytes.len() < 8 || &bytes[..4] != META_MAGIC {
+        return Err(TethysError::Corruption(format!("{}: bad magic", what.display())));
+    }
+    let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+    if crc32c::crc32c(&bytes[8..]) != crc {
+        return Err(TethysError::Corruption(format!("{}: checksum mismatch", what.display())));
+    }
+    Ok(&bytes[8..])
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
+    let bytes = fs::read(path).map_err(|e| TethysError::io(format!("reading {}", path.display()), e))?;
+    let json = decode_envelope(&bytes, path)?;
+    serde_json::from_slice(json).map_err(|e| TethysError::Corruption(format!("{}: {e}", path.display())))
+}
+
+fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
+    let json = serde_json::to_vec(v).map_err(|e| TethysError::Internal(e.to_string()))?;
+    write_atomic(path, &encode_envelope(&json))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Tablet {
+    /// Creates a new, empty tablet directory.
+    pub fn create(dir: &Path, meta: TabletMeta) -> Result<Tablet> {
+        ensure_dir(dir)?;
+        write_json(&dir.join(META_FILE), &meta)?;
+        Ok(Tablet {
+            dir: dir.to_path_buf(),
+            meta: RwLock::new(meta),
+            pending: Mutex::new(HashMap::new()),
+            write_lock: Mutex::new(()),
+        })
+    }
+
+    /// Opens an existing tablet and removes files nothing references.
+    pub fn open(dir: &Path) -> Result<Tablet> {
+        let meta: TabletMeta = read_json(&dir.join(META_FILE))?;
+        if meta.format_version != META_FORMAT_VERSION {
+            return Err(TethysError::Corruption(format!(
+                "tablet {} meta has unsupported version {}",
+                meta.tablet_id, meta.format_version
+            )));
+        }
+        let mut pending = HashMap::new();
+        let entries = fs::read_dir(dir).map_err(|e| TethysError::io(format!("listing {}", dir.display()), e))?;
+        let mut files = Vec::new();
+        for e in entries {
+            let e = e.map_err(|e| TethysError::io(format!("listing {}", dir.display()), e))?;
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with("txn_") && name.ends_with(".json") {
+                let p: PendingRowset = read_json(&e.path())?;
+                pending.insert(p.txn_id, p);
+            } else {
+                files.push(name);
+            }
+        }
+        let mut live: std::collections::HashSet<String> = meta
+            .rowsets
+            .iter()
+            .flat_map(|r| r.segments.iter().map(|s| s.file.clone()))
+            .collect();
+        live.extend(pending.values().flat_map(|p| p.segments.iter().map(|s| s.file.clone())));
+        for f in files {
+            if f == META_FILE || live.contains(&f) {
+                continue;
+            }
+            // Temporary files and segments of loads that never recorded them.
+            let _ = fs::remove_file(dir.join(&f));
+        }
+        Ok(Tablet {
+            dir: dir.to_path_buf(),
+            meta: RwLock::new(meta),
+            pending: Mutex::new(pending),
+            write_lock: Mutex::new(()),
+        })
+    }
+
+    /// The tablet id.
+    pub fn id(&self) -> i64 {
+        self.meta().tablet_id
+    }
+
+    /// A copy of the current meta.
+    pub fn meta(&self) -> TabletMeta {
+        self.meta.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The tablet directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes rows of transaction `txn_id` as a new segment of its pending rowset.
+    pub fn write(&self, txn_id: i64, batches: &[RecordBatch], rowset_id: impl FnOnce() -> String) -> Result<u64> {
+        let meta = self.meta();
+        let schema = meta.schema.arrow_schema();
+        for b in batches {
+            if b.schema().fields().len() != schema.fields().len()
+                || b.schema()
+                    .fields()
+                    .iter()
+                    .zip(schema.fields())
+                    .any(|(a, e)| a.data_type() != e.data_type())
+            {
+                return Err(TethysError::Internal(format!(
+                    "rows sent to tablet {} do not match its schema",
+                    meta.tablet_id
+                )));
+            }
+        }
+        let batch = concat_batches(&schema, batches)?;
+        if batch.num_rows() == 0 {
+            return Ok(0);
+        }
+        let batch = sort_by_key(&batch, meta.schema.num_key_columns)?;
+        let _g = lock(&self.write_lock);
+        let mut pending = lock(&self.pending).get(&txn_id).cloned().unwrap_or_else(|| PendingRowset {
+            txn_id,
+            rowset_id: rowset_id(),
+            segments: vec![],
+        });
+        let seg_path = self
+            .dir
+            .join(format!("{}_{}.dat", pending.rowset_id, pending.segments.len()));
+        let info = write_segment(&seg_path, &meta.schema, &batch)?;
+        let size = info.size;
+        pending.segments.push(info);
+        write_json(&self.dir.join(format!("txn_{txn_id}.json")), &pending)?;
+        lock(&self.pending).insert(txn_id, pending);
+        Ok(size)
+    }
+
+    /// Makes transaction `txn_id` visible at `version`. Idempotent.
+    pub fn publish(&self, txn_id: i64, version: i64) -> Result<()> {
+        let _g = lock(&self.write_lock);
+        let mut meta = self.meta();
+        if meta.rowsets.iter().any(|r| r.txn_id == txn_id) {
+            return Ok(());
+        }
+        let pending = lock(&self.pending).get(&txn_id).cloned();
+        if pending.is_none() && version <= meta.version {
+            return Ok(());
+        }
+        if let Some(p) = &pending {
+            meta.rowsets.push(RowsetMeta {
+                rowset_id: p.rowset_id.clone(),
+                start_version: version,
+                end_version: version,
+                txn_id,
+                num_rows: p.segments.iter().map(|s| s.num_rows).sum(),
+                data_size: p.segments.iter().map(|s| s.size).sum(),
+                segments: p.segments.clone(),
+            });
+        }
+        meta.version = meta.version.max(version);
+        write_json(&self.dir.join(META_FILE), &meta)?;
+        *self.meta.write().unwrap_or_else(|p| p.into_inner()) = meta;
+        if pending.is_some() {
+            lock(&self.pending).remove(&txn_id);
+            let _ = fs::remove_file(self.dir.join(format!("txn_{txn_id}.json")));
+        }
+        Ok(())
+    }
+
+    /// Discards what transaction `txn_id` wrote here. Idempotent.
+    pub fn abort(&self, txn_id: i64) -> Result<()> {
+        let _g = lock(&self.write_lock);
+        if let Some(p) = lock(&self.pending).remove(&txn_id) {
+            let _ = fs::remove_file(self.dir.join(format!("txn_{txn_id}.json")));
+            for s in p.segments {
+                let _ = fs::remove_file(self.dir.join(&s.file));
+            }
+        }
+        Ok(())
+    }
+
+    /// Transactions with unpublished rowsets here.
+    pub fn pending_txns(&self) -> Vec<i64> {
+        lock(&self.pending).keys().copied().collect()
+    }
+
+    /// Segment files visible at `version`, oldest first.
+    pub fn segments_at(&self, version: i64) -> Result<Vec<PathBuf>> {
+        let meta = self.meta();
+        if meta.version < version {
+            return Err(TethysError::Internal(format!(
+                "tablet {} is at version {}, query asked for {version}",
+                meta.tablet_id, meta.version
+            )));
+        }
+        let mut rs: Vec<&RowsetMeta> = meta.rowsets.iter().filter(|r| r.end_version <= version).collect();
+        rs.sort_by_key(|r| r.start_version);
+        Ok(rs
+            .iter()
+            .flat_map(|r| r.segments.iter().map(|s| self.dir.join(&s.file)))
+            .collect())
+    }
+
+    /// Summary numbers.
+    pub fn stats(&self) -> TabletStats {
+        let m = self.meta();
+        TabletStats {
+            version: m.version,
+            row_count: m.rowsets.iter().map(|r| r.num_rows).sum(),
+            data_size: m.rowsets.iter().map(|r| r.data_size).sum(),
+            rowset_count: m.rowsets.len(),
+            segment_count: m.rowsets.iter().map(|r| r.segments.len()).sum(),
+        }
+    }
+}
+
+/// Sorts a batch by its first `keys` columns.
+pub fn sort_by_key(batch: &RecordBatch, keys: usize) -> Result<RecordBatch> {
+    if keys == 0 || batch.num_rows() < 2 {
+        return Ok(batch.clone());
+    }
+    let cols: Vec<SortColumn> = (0..keys.min(batch.num_columns()))
+        .map(|i| SortColumn {
+            values: batch.column(i).clone(),
+            options: None,
+        })
+        .collect();
+    let idx = lexsort_to_indices(&cols, None)?;
+    Ok(take_record_batch(batch, &idx)?)
+}

@@ -1,0 +1,32 @@
+//! Engine-wide constants and defaults that the FE and BE must agree on.
+
+/// Rows per vectorized batch, Doris' default `batch_size`.
+pub const DEFAULT_BATCH_SIZE: usize = 4064;
+
+/// Rows per storage page; every column of a segment is paged on the same row
+/// boundaries, so a page zone map prunes the same rows in every column.
+pub const ROWS_PER_PAGE: usize = 4064;
+
+/// Rows buffered per tablet before a load writes a segment.
+pub const SEGMENT_FLUSH_ROWS: usize = 1 << 18;
+
+/// The version a new partition (and its tablets) starts at, as in Doris.
+pub const INITIAL_VERSION: i64 = 1;
+
+/// MySQL server version sent in the handshake; Doris 2.x reports 5.7.99.
+pub const MYSQL_SERVER_VERSION: &str = "5.7.99";
+
+/// What `@@version_comment` reports.
+pub const VERSION_COMMENT: &str = concat!("Tethys version tethys-", env!("CARGO_PKG_VERSION"));
+
+/// Default ports, matching Doris.
+pub mod ports {
+    /// FE MySQL protocol port.
+    pub const QUERY: u16 = 9030;
+    /// FE HTTP port.
+    pub const FE_HTTP: u16 = 8030;
+    /// BE HTTP port (stream load, error logs).
+    pub const BE_HTTP: u16 = 8040;
+    /// BE gRPC port (control plane and Arrow Flight data plane).
+    pub const BE_RPC: u16 = 9060;
+}

@@ -1,0 +1,385 @@
+//! MySQL date/time functions: `date_format`, `from_unixtime`, `unix_timestamp`,
+//! `datediff`, `year()`-style part extractors, and MySQL spellings of
+//! DataFusion's date functions.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int32Array, Int64Array, StringBuilder};
+use arrow::compute::kernels::cast::cast;
+use arrow::compute::kernels::temporal::{DatePart, date_part};
+use arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
+use chrono::{DateTime, Datelike, NaiveDateTime, Timelike, Utc};
+use datafusion::common::{ScalarValue, exec_err};
+use datafusion::error::Result;
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+};
+
+use super::timezone::{from_local, parse_tz, to_local};
+
+pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
+    let mut v: Vec<Arc<ScalarUDF>> = [
+        ("year", DatePart::Year),
+        ("month", DatePart::Month),
+        ("day", DatePart::Day),
+        ("dayofmonth", DatePart::Day),
+        ("hour", DatePart::Hour),
+        ("minute", DatePart::Minute),
+        ("second", DatePart::Second),
+        ("quarter", DatePart::Quarter),
+        ("dayofweek", DatePart::DayOfWeekSunday1),
+        ("dayofyear", DatePart::DayOfYear),
+        ("weekofyear", DatePart::WeekISO),
+    ]
+    .into_iter()
+    .map(|(name, part)| Arc::new(ScalarUDF::from(DatePartFn::new(name, part))))
+    .collect();
+    v.push(Arc::new(ScalarUDF::from(DateFormatFn::new())));
+    v.push(Arc::new(ScalarUDF::from(FromUnixtimeFn::new())));
+    v.push(Arc::new(ScalarUDF::from(UnixTimestampFn::new())));
+    v.push(Arc::new(ScalarUDF::from(DateDiffFn::new())));
+    let cd = datafusion::functions::datetime::current_date();
+    v.push(Arc::new(cd.as_ref().clone().with_aliases(["curdate"])));
+    let ct = datafusion::functions::datetime::current_time();
+    v.push(Arc::new(ct.as_ref().clone().with_aliases(["curtime"])));
+    v
+}
+
+/// Casts a date/time/string argument to naive microsecond timestamps.
+fn to_micros(arr: &ArrayRef) -> Result<ArrayRef> {
+    Ok(cast(arr, &DataType::Timestamp(TimeUnit::Microsecond, None))?)
+}
+
+fn naive(micros: i64) -> Option<NaiveDateTime> {
+    DateTime::<Utc>::from_timestamp_micros(micros).map(|d| d.naive_utc())
+}
+
+fn session_tz(args: &ScalarFunctionArgs) -> Result<arrow::array::timezone::Tz> {
+    let name = args.config_options.execution.time_zone.clone().unwrap_or_else(|| "+00:00".into());
+    parse_tz(&name).map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))
+}
+
+/// `year(x)`, `month(x)`, ...: one calendar field of a date or datetime.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DatePartFn {
+    name: &'static str,
+    part: String,
+    signature: Signature,
+}
+
+impl DatePartFn {
+    fn new(name: &'static str, part: DatePart) -> Self {
+        DatePartFn {
+            name,
+            part: format!("{part:?}"),
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+
+    fn part(&self) -> DatePart {
+        match self.part.as_str() {
+            "Year" => DatePart::Year,
+            "Month" => DatePart::Month,
+            "Day" => DatePart::Day,
+            "Hour" => DatePart::Hour,
+            "Minute" => DatePart::Minute,
+            "Second" => DatePart::Second,
+            "Quarter" => DatePart::Quarter,
+            "DayOfWeekSunday1" => DatePart::DayOfWeekSunday1,
+            "DayOfYear" => DatePart::DayOfYear,
+            _ => DatePart::WeekISO,
+        }
+    }
+}
+
+impl ScalarUDFImpl for DatePartFn {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int32)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let arr = args.args[0].to_array(n)?;
+        let ts = to_micros(&arr)?;
+        let out = date_part(ts.as_ref(), self.part())?;
+        Ok(ColumnarValue::Array(cast(&out, &DataType::Int32)?))
+    }
+}
+
+/// `date_format(datetime, format)` with MySQL format specifiers.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DateFormatFn {
+    signature: Signature,
+}
+
+impl DateFormatFn {
+    fn new() -> Self {
+        DateFormatFn {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for DateFormatFn {
+    fn name(&self) -> &str {
+        "date_format"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let ts = to_micros(&args.args[0].to_array(n)?)?;
+        let fmt = cast(&args.args[1].to_array(n)?, &DataType::Utf8)?;
+        let ts = ts.as_primitive::<TimestampMicrosecondType>();
+        let fmt = fmt.as_string::<i32>();
+        let mut b = StringBuilder::with_capacity(n, n * 20);
+        for i in 0..n {
+            match (ts.is_valid(i), fmt.is_valid(i)) {
+                (true, true) => match naive(ts.value(i)) {
+                    Some(dt) => b.append_value(mysql_format(&dt, fmt.value(i))),
+                    None => b.append_null(),
+                },
+                _ => b.append_null(),
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(b.finish())))
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+    "November", "December",
+];
+const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+
+/// Formats a datetime with MySQL's `DATE_FORMAT` specifiers.
+pub fn mysql_format(dt: &NaiveDateTime, fmt: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(fmt.len() + 8);
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let Some(s) = chars.next() else {
+            break;
+        };
+        let h12 = match dt.hour() % 12 {
+            0 => 12,
+            h => h,
+        };
+        let _ = match s {
+            'Y' => write!(out, "{:04}", dt.year()),
+            'y' => write!(out, "{:02}", dt.year().rem_euclid(100)),
+            'm' => write!(out, "{:02}", dt.month()),
+            'c' => write!(out, "{}", dt.month()),
+            'd' => write!(out, "{:02}", dt.day()),
+            'e' => write!(out, "{}", dt.day()),
+            'H' => write!(out, "{:02}", dt.hour()),
+            'k' => write!(out, "{}", dt.hour()),
+            'h' | 'I' => write!(out, "{h12:02}"),
+            'l' => write!(out, "{h12}"),
+            'i' => write!(out, "{:02}", dt.minute()),
+            's' | 'S' => write!(out, "{:02}", dt.second()),
+            'f' => write!(out, "{:06}", dt.nanosecond() / 1000),
+            'p' => write!(out, "{}", if dt.hour() < 12 { "AM" } else { "PM" }),
+            'M' => write!(out, "{}", MONTHS[dt.month0() as usize]),
+            'b' => write!(out, "{}", &MONTHS[dt.month0() as usize][..3]),
+            'W' => write!(out, "{}", WEEKDAYS[dt.weekday().num_days_from_monday() as usize]),
+            'a' => write!(out, "{}", &WEEKDAYS[dt.weekday().num_days_from_monday() as usize][..3]),
+            'j' => write!(out, "{:03}", dt.ordinal()),
+            'w' => write!(out, "{}", dt.weekday().num_days_from_sunday()),
+            'u' | 'v' => write!(out, "{:02}", dt.iso_week().week()),
+            'T' => write!(out, "{:02}:{:02}:{:02}", dt.hour(), dt.minute(), dt.second()),
+            'r' => write!(
+                out,
+                "{h12:02}:{:02}:{:02} {}",
+                dt.minute(),
+                dt.second(),
+                if dt.hour() < 12 { "AM" } else { "PM" }
+            ),
+            '%' => write!(out, "%"),
+            other => write!(out, "{other}"),
+        };
+    }
+    out
+}
+
+/// `from_unixtime(seconds[, format])`: a UNIX time as local time text.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FromUnixtimeFn {
+    signature: Signature,
+}
+
+impl FromUnixtimeFn {
+    fn new() -> Self {
+        FromUnixtimeFn {
+            signature: Signature::one_of(
+                vec![TypeSignature::Any(1), TypeSignature::Any(2)],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+impl ScalarUDFImpl for FromUnixtimeFn {
+    fn name(&self) -> &str {
+        "from_unixtime"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let tz = session_tz(&args)?;
+        let secs = cast(&args.args[0].to_array(n)?, &DataType::Int64)?;
+        let secs = secs.as_primitive::<arrow::datatypes::Int64Type>();
+        let fmt = match args.args.get(1) {
+            Some(f) => Some(cast(&f.to_array(n)?, &DataType::Utf8)?),
+            None => None,
+        };
+        let mut b = StringBuilder::with_capacity(n, n * 19);
+        for i in 0..n {
+            if !secs.is_valid(i) {
+                b.append_null();
+                continue;
+            }
+            let Some(utc) = DateTime::<Utc>::from_timestamp(secs.value(i), 0) else {
+                b.append_null();
+                continue;
+            };
+            let local = to_local(utc, &tz);
+            match &fmt {
+                Some(f) => {
+                    let f = f.as_string::<i32>();
+                    if f.is_valid(i) {
+                        b.append_value(mysql_format(&local, f.value(i)))
+                    } else {
+                        b.append_null()
+                    }
+                }
+                None => b.append_value(local.format("%Y-%m-%d %H:%M:%S").to_string()),
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(b.finish())))
+    }
+}
+
+/// `unix_timestamp([datetime])`: seconds since the epoch.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct UnixTimestampFn {
+    signature: Signature,
+}
+
+impl UnixTimestampFn {
+    fn new() -> Self {
+        UnixTimestampFn {
+            signature: Signature::one_of(
+                vec![TypeSignature::Nullary, TypeSignature::Any(1)],
+                Volatility::Stable,
+            ),
+        }
+    }
+}
+
+impl ScalarUDFImpl for UnixTimestampFn {
+    fn name(&self) -> &str {
+        "unix_timestamp"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int64)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        if args.args.is_empty() {
+            return Ok(ColumnarValue::Scalar(ScalarValue::Int64(Some(Utc::now().timestamp()))));
+        }
+        let tz = session_tz(&args)?;
+        let ts = to_micros(&args.args[0].to_array(n)?)?;
+        let ts = ts.as_primitive::<TimestampMicrosecondType>();
+        let out: Int64Array = ts
+            .iter()
+            .map(|v| v.and_then(naive).and_then(|l| from_local(l, &tz)).map(|u| u.timestamp()))
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+/// `datediff(a, b)`: whole days from b to a.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct DateDiffFn {
+    signature: Signature,
+}
+
+impl DateDiffFn {
+    fn new() -> Self {
+        DateDiffFn {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for DateDiffFn {
+    fn name(&self) -> &str {
+        "datediff"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int32)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        if args.args.len() != 2 {
+            return exec_err!("datediff takes two arguments");
+        }
+        let a = cast(&args.args[0].to_array(n)?, &DataType::Date32)?;
+        let b = cast(&args.args[1].to_array(n)?, &DataType::Date32)?;
+        let a = a.as_primitive::<arrow::datatypes::Date32Type>();
+        let b = b.as_primitive::<arrow::datatypes::Date32Type>();
+        let out: Int32Array = a
+            .iter()
+            .zip(b.iter())
+            .map(|(x, y)| match (x, y) {
+                (Some(x), Some(y)) => Some(x - y),
+                _ => None,
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveDate;
+
+    #[test]
+    fn mysql_format_specifiers() {
+        let dt = NaiveDate::from_ymd_opt(2026, 8, 1)
+            .unwrap()
+            .and_hms_opt(13, 5, 9)
+            .unwrap();
+        assert_eq!(mysql_format(&dt, "%Y-%m-%d %H:%i:%s"), "2026-08-01 13:05:09");
+        assert_eq!(mysql_format(&dt, "%Y%m"), "202608");
+        assert_eq!(mysql_format(&dt, "%b %e, %l%p %%"), "Aug 1, 1PM %");
+        assert_eq!(mysql_format(&dt, "%W %a %j"), "Saturday Sat 213");
+    }
+}

@@ -1,0 +1,16 @@
+//! Types, errors, configuration and DataFusion extensions shared by the Tethys
+//! frontend (FE) and backend (BE).
+//!
+//! Everything here is knowledge both sides must agree on: the Doris column types
+//! and how they map to Arrow, the error vocabulary (and its MySQL / gRPC codes),
+//! the MySQL-compatible scalar functions, and the wire form of plan fragments.
+
+pub mod config;
+pub mod error;
+pub mod fsutil;
+pub mod functions;
+pub mod plan;
+pub mod schema;
+pub mod types;
+
+pub use error::{Result, TethysError};

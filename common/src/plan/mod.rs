@@ -1,0 +1,13 @@
+//! The wire form of plan fragments.
+//!
+//! The FE plans a query with DataFusion and cuts it into fragments; the part
+//! that runs on a backend is a DataFusion physical plan whose leaf is an
+//! [`OlapScanExec`]. It travels as datafusion-proto bytes encoded with
+//! [`TethysCodec`]; the BE decodes it and binds each `OlapScanExec` to its
+//! local tablets.
+
+mod codec;
+mod olap_scan;
+
+pub use codec::TethysCodec;
+pub use olap_scan::OlapScanExec;

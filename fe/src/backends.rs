@@ -1,0 +1,119 @@
+//! Connections from the FE to backends: the `BackendService` control plane
+//! and the Arrow Flight data plane, over lazily connected gRPC channels.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use arrow::array::RecordBatch;
+use arrow_flight::FlightDescriptor;
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_client::FlightServiceClient;
+use futures::{StreamExt, TryStreamExt};
+use prost::Message;
+use tethys_common::{Result, TethysError};
+use tethys_proto::backend_service_client::BackendServiceClient;
+use tethys_proto::{ExecFragmentRequest, WriteRequest, WriteResponse};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::catalog::BackendInfo;
+
+const MAX_MESSAGE: usize = 256 << 20;
+
+/// Clients of one backend.
+#[derive(Debug, Clone)]
+pub struct BackendClient {
+    pub info: BackendInfo,
+    channel: Channel,
+}
+
+impl BackendClient {
+    fn new(info: BackendInfo) -> Result<Self> {
+        let channel = Endpoint::from_shared(info.rpc_url())
+            .map_err(|e| TethysError::Backend(format!("bad backend address {}: {e}", info.rpc_url())))?
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .tcp_nodelay(true)
+            .connect_lazy();
+        Ok(BackendClient { info, channel })
+    }
+
+    /// The control-plane client.
+    pub fn rpc(&self) -> BackendServiceClient<Channel> {
+        BackendServiceClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
+    }
+
+    fn flight(&self) -> FlightServiceClient<Channel> {
+        FlightServiceClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
+    }
+
+    /// Runs one partition of a fragment and streams its batches.
+    pub async fn execute_fragment(&self, req: ExecFragmentRequest) -> Result<FlightRecordBatchStream> {
+        let ticket = arrow_flight::Ticket {
+            ticket: req.encode_to_vec().into(),
+        };
+        let resp = self.flight().do_get(ticket).await.map_err(|s| self.err(s))?;
+        let stream = resp.into_inner().map_err(FlightError::from);
+        Ok(FlightRecordBatchStream::new_from_flight_data(stream))
+    }
+
+    /// Sends rows of a transaction to one tablet.
+    pub async fn write(&self, txn_id: i64, tablet_id: i64, batches: Vec<RecordBatch>) -> Result<WriteResponse> {
+        let desc = FlightDescriptor::new_cmd(WriteRequest { txn_id, tablet_id }.encode_to_vec());
+        let input = futures::stream::iter(batches.into_iter().map(Ok));
+        let data = FlightDataEncoderBuilder::new()
+            .with_flight_descriptor(Some(desc))
+            .build(input)
+            .filter_map(|r| async move { r.ok() });
+        let resp = self.flight().do_put(data).await.map_err(|s| self.err(s))?;
+        let mut results = resp.into_inner();
+        let first = results
+            .message()
+            .await
+            .map_err(|s| self.err(s))?
+            .ok_or_else(|| TethysError::Backend("write returned no result".into()))?;
+        WriteResponse::decode(first.app_metadata)
+            .map_err(|e| TethysError::Backend(format!("bad write response: {e}")))
+    }
+
+    /// Wraps a backend status with the backend's address.
+    pub fn err(&self, s: tonic::Status) -> TethysError {
+        match s.code() {
+            tonic::Code::Cancelled => TethysError::Cancelled,
+            tonic::Code::DataLoss => TethysError::Corruption(format!("({}) {}", self.info.host, s.message())),
+            tonic::Code::Unavailable => TethysError::Backend(format!(
+                "backend {} at {}:{} is unavailable: {}",
+                self.info.id,
+                self.info.host,
+                self.info.rpc_port,
+                s.message()
+            )),
+            _ => TethysError::Backend(format!("({}) {}", self.info.host, s.message())),
+        }
+    }
+}
+
+/// All backend clients, by backend id.
+#[derive(Debug, Default)]
+pub struct BackendPool {
+    clients: Mutex<HashMap<i64, Arc<BackendClient>>>,
+}
+
+impl BackendPool {
+    /// The client of a backend, connecting lazily.
+    pub fn get(&self, info: &BackendInfo) -> Result<Arc<BackendClient>> {
+        let mut m = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = m.get(&info.id)
+            && c.info == *info
+        {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(BackendClient::new(info.clone())?);
+        m.insert(info.id, c.clone());
+        Ok(c)
+    }
+}

@@ -1,0 +1,328 @@
+//! The catalog's data: databases, tables, partitions, tablets, backends and
+//! load transactions. Everything here is serializable because it is the FE's
+//! persistent image.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use tethys_common::schema::TableSchema;
+use tethys_common::types::ColumnType;
+use tethys_common::{Result, TethysError};
+
+/// The key model of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeysType {
+    Duplicate,
+    Aggregate,
+    Unique,
+}
+
+impl KeysType {
+    pub fn sql(&self) -> &'static str {
+        match self {
+            KeysType::Duplicate => "DUPLICATE KEY",
+            KeysType::Aggregate => "AGGREGATE KEY",
+            KeysType::Unique => "UNIQUE KEY",
+        }
+    }
+}
+
+/// A bound of a range partition, in the partition column's integer form
+/// (days for DATE, microseconds for DATETIME, the value for integers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Bound {
+    Min,
+    Value(i128),
+    Max,
+}
+
+impl Bound {
+    /// Parses a partition value literal for a column type.
+    pub fn parse(text: &str, ty: &ColumnType) -> Result<Bound> {
+        let bad = || TethysError::Analysis(format!("Invalid partition value '{text}' for type {}", ty.desc()));
+        let t = text.trim();
+        match ty {
+            ColumnType::TinyInt
+            | ColumnType::SmallInt
+            | ColumnType::Int
+            | ColumnType::BigInt
+            | ColumnType::LargeInt => {
+                let v: i128 = t.parse().map_err(|_| bad())?;
+                let (lo, hi): (i128, i128) = match ty {
+                    ColumnType::TinyInt => (i8::MIN as i128, i8::MAX as i128),
+                    ColumnType::SmallInt => (i16::MIN as i128, i16::MAX as i128),
+                    ColumnType::Int => (i32::MIN as i128, i32::MAX as i128),
+                    ColumnType::BigInt => (i64::MIN as i128, i64::MAX as i128),
+                    _ => (i128::MIN, i128::MAX),
+                };
+                if v < lo || v > hi {
+                    return Err(bad());
+                }
+                Ok(Bound::Value(v))
+            }
+            ColumnType::Date => {
+                let d = parse_date(t).ok_or_else(bad)?;
+                Ok(Bound::Value(days_since_epoch(d) as i128))
+            }
+            ColumnType::DateTime { .. } => {
+                let dt = parse_datetime(t).ok_or_else(bad)?;
+                Ok(Bound::Value(dt.and_utc().timestamp_micros() as i128))
+            }
+            _ => Err(TethysError::Analysis(format!(
+                "partition column of type {} is not supported for RANGE partitioning",
+                ty.desc()
+            ))),
+        }
+    }
+
+    /// The literal text of this bound for a column type.
+    pub fn display(&self, ty: &ColumnType) -> String {
+        match self {
+            Bound::Min => "MINVALUE".into(),
+            Bound::Max => "MAXVALUE".into(),
+            Bound::Value(v) => match ty {
+                ColumnType::Date => {
+                    let d = NaiveDate::from_num_days_from_ce_opt(*v as i32 + 719_163);
+                    d.map(|d| d.format("%Y-%m-%d").to_string()).unwrap_or_default()
+                }
+                ColumnType::DateTime { .. } => DateTime::<Utc>::from_timestamp_micros(*v as i64)
+                    .map(|d| d.naive_utc().format("%Y-%m-%d %H:%M:%S").to_string())
+                    .unwrap_or_default(),
+                _ => v.to_string(),
+            },
+        }
+    }
+}
+
+fn days_since_epoch(d: NaiveDate) -> i64 {
+    d.signed_duration_since(NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default())
+        .num_days()
+}
+
+fn parse_date(t: &str) -> Option<NaiveDate> {
+    NaiveDate::parse_from_str(t, "%Y-%m-%d")
+        .or_else(|_| NaiveDate::parse_from_str(t, "%Y%m%d"))
+        .ok()
+        .or_else(|| parse_datetime(t).map(|dt| dt.date()))
+}
+
+fn parse_datetime(t: &str) -> Option<chrono::NaiveDateTime> {
+    for f in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%.f", "%Y%m%d%H%M%S"] {
+        if let Ok(dt) = chrono::NaiveDateTime::parse_from_str(t, f) {
+            return Some(dt);
+        }
+    }
+    NaiveDate::parse_from_str(t, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+}
+
+/// A tablet and the backend that holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TabletRef {
+    pub id: i64,
+    pub backend_id: i64,
+}
+
+/// One partition of a table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Partition {
+    pub id: i64,
+    pub name: String,
+    /// `[lower, upper)`; `None` for the single partition of an unpartitioned table.
+    pub range: Option<(Bound, Bound)>,
+    pub buckets: u32,
+    pub tablets: Vec<TabletRef>,
+    /// Version queries read.
+    pub visible_version: i64,
+    pub visible_version_time: i64,
+    /// Highest version a committed transaction holds (>= visible).
+    pub committed_version: i64,
+}
+
+/// How rows are spread over a partition's tablets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Distribution {
+    Hash { columns: Vec<String>, buckets: u32 },
+    Random { buckets: u32 },
+}
+
+impl Distribution {
+    pub fn buckets(&self) -> u32 {
+        match self {
+            Distribution::Hash { buckets, .. } | Distribution::Random { buckets } => *buckets,
+        }
+    }
+}
+
+/// A table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Table {
+    pub id: i64,
+    pub name: String,
+    pub schema: TableSchema,
+    pub keys_type: KeysType,
+    /// RANGE partition column, `None` when unpartitioned.
+    pub partition_column: Option<String>,
+    pub partitions: Vec<Partition>,
+    pub distribution: Distribution,
+    /// Whether BUCKETS was AUTO (or omitted).
+    pub auto_buckets: bool,
+    pub properties: BTreeMap<String, String>,
+    pub comment: String,
+    pub create_time: i64,
+}
+
+impl Table {
+    /// Column type of the partition column.
+    pub fn partition_column_type(&self) -> Option<ColumnType> {
+        let c = self.partition_column.as_ref()?;
+        self.schema.index_of(c).map(|i| self.schema.columns[i].column_type)
+    }
+
+    /// The partition holding value `v` of the partition column.
+    pub fn partition_for(&self, v: i128) -> Option<&Partition> {
+        self.partitions.iter().find(|p| match p.range {
+            Some((lo, hi)) => lo <= Bound::Value(v) && Bound::Value(v) < hi,
+            None => true,
+        })
+    }
+
+    pub fn partition(&self, name: &str) -> Option<&Partition> {
+        self.partitions.iter().find(|p| p.name.eq_ignore_ascii_case(name))
+    }
+
+    pub fn tablet_count(&self) -> usize {
+        self.partitions.iter().map(|p| p.tablets.len()).sum()
+    }
+}
+
+/// A database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Database {
+    pub id: i64,
+    pub name: String,
+    pub tables: BTreeMap<String, Table>,
+    pub create_time: i64,
+}
+
+impl Database {
+    /// A table by name: exact match first, then case-insensitive.
+    pub fn table(&self, name: &str) -> Option<&Table> {
+        self.tables.get(name).or_else(|| {
+            let mut it = self.tables.values().filter(|t| t.name.eq_ignore_ascii_case(name));
+            let first = it.next();
+            if it.next().is_some() { None } else { first }
+        })
+    }
+}
+
+/// A registered backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendInfo {
+    pub id: i64,
+    pub host: String,
+    pub rpc_port: u16,
+    pub http_port: u16,
+}
+
+impl BackendInfo {
+    pub fn rpc_url(&self) -> String {
+        format!("http://{}:{}", self.host, self.rpc_port)
+    }
+}
+
+/// The state of a load transaction, as in Doris.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnState {
+    Prepare,
+    Committed,
+    Visible,
+    Aborted,
+}
+
+impl TxnState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            TxnState::Prepare => "PREPARE",
+            TxnState::Committed => "COMMITTED",
+            TxnState::Visible => "VISIBLE",
+            TxnState::Aborted => "ABORTED",
+        }
+    }
+}
+
+/// The new version of one partition a transaction commits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionVersion {
+    pub table_id: i64,
+    pub partition_id: i64,
+    pub version: i64,
+}
+
+/// A load transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TxnRecord {
+    pub id: i64,
+    pub label: String,
+    pub db: String,
+    pub state: TxnState,
+    pub source: String,
+    pub versions: Vec<PartitionVersion>,
+    pub prepare_time: i64,
+    pub commit_time: i64,
+    pub finish_time: i64,
+    pub reason: String,
+}
+
+/// The whole catalog.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CatalogState {
+    pub next_id: i64,
+    pub databases: BTreeMap<String, Database>,
+    pub backends: BTreeMap<i64, BackendInfo>,
+    pub txns: BTreeMap<i64, TxnRecord>,
+}
+
+impl CatalogState {
+    /// A database by name (exact, then case-insensitive).
+    pub fn database(&self, name: &str) -> Option<&Database> {
+        self.databases.get(name).or_else(|| {
+            self.databases
+                .values()
+                .find(|d| d.name.eq_ignore_ascii_case(name))
+        })
+    }
+
+    pub fn database_mut(&mut self, name: &str) -> Option<&mut Database> {
+        let key = self.database(name)?.name.clone();
+        self.databases.get_mut(&key)
+    }
+
+    /// Finds a table by id.
+    pub fn table_by_id_mut(&mut self, table_id: i64) -> Option<&mut Table> {
+        self.databases
+            .values_mut()
+            .flat_map(|d| d.tables.values_mut())
+            .find(|t| t.id == table_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds() {
+        let d = ColumnType::Date;
+        let b = Bound::parse("2026-08-01", &d).unwrap();
+        assert_eq!(b.display(&d), "2026-08-01");
+        let dt = ColumnType::DateTime { precision: 0 };
+        let b2 = Bound::parse("2026-08-01", &dt).unwrap();
+        assert_eq!(b2.display(&dt), "2026-08-01 00:00:00");
+        assert!(Bound::parse("2026-13-01", &d).is_err());
+        assert!(Bound::parse("300", &ColumnType::TinyInt).is_err());
+        assert!(Bound::Min < Bound::Value(0) && Bound::Value(0) < Bound::Max);
+    }
+}

@@ -1,0 +1,744 @@
+//! Runs one statement for a session and produces what the protocol layer
+//! sends back: an OK with affected rows, or a stream of result batches.
+
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::datasource::MemTable;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::prelude::SessionContext;
+use futures::StreamExt;
+use tethys_common::{Result, TethysError};
+use tethys_proto::TabletStatsRequest;
+
+use crate::catalog::Distribution;
+use crate::ddl;
+use crate::frontend::Frontend;
+use crate::planner::{self, StatementCtx, explain};
+use crate::session::Session;
+use crate::sql::statement::{SetScope, ShowFilter, Statement};
+
+/// What a statement returns.
+pub enum Output {
+    Ok { affected: u64, info: String },
+    Rows(SendableRecordBatchStream),
+}
+
+fn ok() -> Output {
+    Output::Ok {
+        affected: 0,
+        info: String::new(),
+    }
+}
+
+/// A result of string columns.
+fn string_rows(columns: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
+    let schema: SchemaRef = Arc::new(Schema::new(
+        columns.iter().map(|c| Field::new(*c, DataType::Utf8, true)).collect::<Vec<_>>(),
+    ));
+    let arrays: Vec<ArrayRef> = (0..columns.len())
+        .map(|i| Arc::new(StringArray::from(rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>())) as ArrayRef)
+        .collect();
+    let batch = RecordBatch::try_new(schema.clone(), arrays)?;
+    Ok(Output::Rows(Box::pin(RecordBatchStreamAdapter::new(
+        schema,
+        futures::stream::once(async move { Ok(batch) }),
+    ))))
+}
+
+/// SQL LIKE, case-insensitive, as SHOW ... LIKE uses it.
+pub fn like_match(pattern: &str, s: &str) -> bool {
+    fn go(p: &[char], s: &[char]) -> bool {
+        match (p.first(), s.first()) {
+            (None, None) => true,
+            (Some('%'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
+            (Some('_'), Some(_)) => go(&p[1..], &s[1..]),
+            (Some('\\'), Some(c)) if p.len() > 1 => p[1] == *c && go(&p[2..], &s[1..]),
+            (Some(a), Some(b)) => a.eq_ignore_ascii_case(b) && go(&p[1..], &s[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let s: Vec<char> = s.chars().collect();
+    go(&p, &s)
+}
+
+/// Filters SHOW output by LIKE on the first column, or by a WHERE clause
+/// evaluated with DataFusion over the rows.
+async fn filtered(columns: &[&str], mut rows: Vec<Vec<String>>, filter: &ShowFilter) -> Result<Output> {
+    if let Some(p) = &filter.like {
+        rows.retain(|r| like_match(p, &r[0]));
+    }
+    let out = string_rows(columns, rows)?;
+    let Some(w) = &filter.where_sql else { return Ok(out) };
+    let Output::Rows(stream) = out else { return Ok(out) };
+    let schema = stream.schema();
+    let batches: Vec<RecordBatch> = datafusion::physical_plan::common::collect(stream).await?;
+    let ctx = SessionContext::new();
+    let mut cfg = ctx.copied_config();
+    cfg.options_mut().sql_parser.enable_ident_normalization = false;
+    let ctx = SessionContext::new_with_config(cfg);
+    ctx.register_table("show_rows", Arc::new(MemTable::try_new(schema, vec![batches])?))?;
+    let df = ctx.sql(&format!("SELECT * FROM show_rows WHERE {w}")).await?;
+    Ok(Output::Rows(df.execute_stream().await?))
+}
+
+/// Maps DataFusion's "table not found" into the MySQL errors users expect.
+fn map_not_found(fe: &Frontend, session: &Session, e: TethysError) -> TethysError {
+    let msg = e.to_string();
+    if let Some(start) = msg.find("table '")
+        && msg.contains("not found")
+    {
+        let rest = &msg[start + 7..];
+        let name = rest.split('\'').next().unwrap_or_default();
+        let parts: Vec<&str> = name.split('.').collect();
+        let (db, table) = match parts.as_slice() {
+            [_, db, t] => (db.to_string(), t.to_string()),
+            [db, t] => (db.to_string(), t.to_string()),
+            [t] => (session.database.clone().unwrap_or_default(), t.to_string()),
+            _ => return e,
+        };
+        if db.is_empty() {
+            return TethysError::NoDatabaseSelected;
+        }
+        if fe.catalog.read().database(&db).is_none() {
+            return TethysError::UnknownDatabase(db);
+        }
+        return TethysError::UnknownTable { database: db, table };
+    }
+    e
+}
+
+/// Executes one statement.
+pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement) -> Result<Output> {
+    let sdb = session.database.clone();
+    match stmt {
+        Statement::Empty => Ok(ok()),
+        Statement::Query(sql) => run_query(fe, session, &sql, None).await,
+        Statement::Insert { sql, label } => run_query(fe, session, &sql, label).await,
+        Statement::Explain { sql, verbose: _ } => {
+            let stmt = Arc::new(statement_ctx(fe, session, None));
+            let ctx = planner::statement_context(fe, session, stmt)?;
+            let plan = ctx
+                .state()
+                .create_logical_plan(&sql)
+                .await
+                .map_err(|e| map_not_found(fe, session, e.into()))?;
+            let names: Vec<String> = plan.schema().fields().iter().map(|f| f.name().clone()).collect();
+            let df = ctx.execute_logical_plan(plan).await?;
+            let physical = df.create_physical_plan().await?;
+            let lines = explain::explain_lines(&physical, &names);
+            string_rows(&["Explain String(Nereids Planner)"], lines.into_iter().map(|l| vec![l]).collect())
+        }
+        Statement::CreateDatabase { name, if_not_exists } => {
+            ddl::create_database(fe, &name, if_not_exists)?;
+            Ok(ok())
+        }
+        Statement::DropDatabase { name, if_exists } => {
+            ddl::drop_database(fe, &name, if_exists).await?;
+            if session.database.as_deref().is_some_and(|d| d.eq_ignore_ascii_case(&name)) {
+                session.database = None;
+            }
+            Ok(ok())
+        }
+        Statement::CreateTable(ct) => {
+            ddl::create_table(fe, &sdb, &ct).await?;
+            Ok(ok())
+        }
+        Statement::DropTable { db, name, if_exists } => {
+            ddl::drop_table(fe, &sdb, &db, &name, if_exists).await?;
+            Ok(ok())
+        }
+        Statement::TruncateTable { db, name, partitions } => {
+            ddl::truncate_table(fe, &sdb, &db, &name, &partitions).await?;
+            Ok(ok())
+        }
+        Statement::AddPartition { db, table, partition } => {
+            ddl::add_partition(fe, &sdb, &db, &table, &partition).await?;
+            Ok(ok())
+        }
+        Statement::DropPartition {
+            db,
+            table,
+            name,
+            if_exists,
+        } => {
+            ddl::drop_partition(fe, &sdb, &db, &table, &name, if_exists).await?;
+            Ok(ok())
+        }
+        Statement::Use(db) => {
+            let name = if db.eq_ignore_ascii_case("information_schema") {
+                "information_schema".to_string()
+            } else {
+                fe.catalog
+                    .read()
+                    .database(&db)
+                    .map(|d| d.name.clone())
+                    .ok_or(TethysError::UnknownDatabase(db))?
+            };
+            session.database = Some(name);
+            Ok(ok())
+        }
+        Statement::SetNames(cs) => {
+            let l = cs.to_ascii_lowercase();
+            if !(l.starts_with("utf8") || l == "default" || l == "binary") {
+                return Err(TethysError::UnknownCharset(cs));
+            }
+            Ok(ok())
+        }
+        Statement::Set(items) => {
+            for (scope, name, value) in items {
+                match scope {
+                    SetScope::User => {
+                        session.user_vars.insert(name, value);
+                    }
+                    // Globals are per-FE-process in Tethys today; applied to this session too.
+                    SetScope::Session | SetScope::Global => session.vars.set(&name, &value)?,
+                }
+            }
+            Ok(ok())
+        }
+        Statement::ShowDatabases(filter) => {
+            let mut rows: Vec<Vec<String>> = fe.catalog.read().databases.keys().map(|d| vec![d.clone()]).collect();
+            rows.push(vec!["information_schema".into()]);
+            rows.sort();
+            filtered(&["Database"], rows, &filter).await
+        }
+        Statement::ShowTables { db, full, filter } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let (col, rows) = {
+                let state = fe.catalog.read();
+                let d = state.database(&db).ok_or_else(|| TethysError::UnknownDatabase(db.clone()))?;
+                let col = format!("Tables_in_{}", d.name);
+                let rows: Vec<Vec<String>> = d
+                    .tables
+                    .keys()
+                    .map(|t| if full { vec![t.clone(), "BASE TABLE".into()] } else { vec![t.clone()] })
+                    .collect();
+                (col, rows)
+            };
+            if full {
+                filtered(&[&col, "Table_type"], rows, &filter).await
+            } else {
+                filtered(&[&col], rows, &filter).await
+            }
+        }
+        Statement::ShowTableStatus { db, filter } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let rows = {
+                let state = fe.catalog.read();
+                let d = state.database(&db).ok_or_else(|| TethysError::UnknownDatabase(db.clone()))?;
+                d.tables
+                    .values()
+                    .map(|t| vec![t.name.clone(), "Doris".into(), "10".into(), t.comment.clone()])
+                    .collect()
+            };
+            filtered(&["Name", "Engine", "Version", "Comment"], rows, &filter).await
+        }
+        Statement::ShowCreateTable { db, name } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let t = table_snapshot(fe, &db, &name)?;
+            string_rows(&["Table", "Create Table"], vec![vec![t.name.clone(), ddl::show_create_table(&t)]])
+        }
+        Statement::ShowCreateDatabase(name) => {
+            let d = fe
+                .catalog
+                .read()
+                .database(&name)
+                .map(|d| d.name.clone())
+                .ok_or(TethysError::UnknownDatabase(name))?;
+            string_rows(
+                &["Database", "Create Database"],
+                vec![vec![d.clone(), format!("CREATE DATABASE `{d}`")]],
+            )
+        }
+        Statement::Describe { db, name, all: _ } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let t = table_snapshot(fe, &db, &name)?;
+            let rows = t
+                .schema
+                .columns
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.name.clone(),
+                        c.column_type.desc(),
+                        if c.nullable { "Yes".into() } else { "No".into() },
+                        if c.is_key { "true".into() } else { "false".into() },
+                        c.default.clone().unwrap_or_else(|| "NULL".into()),
+                        if c.is_key { String::new() } else { "NONE".into() },
+                    ]
+                })
+                .collect();
+            string_rows(&["Field", "Type", "Null", "Key", "Default", "Extra"], rows)
+        }
+        Statement::ShowPartitions { db, table } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let t = table_snapshot(fe, &db, &table)?;
+            let ty = t.partition_column_type();
+            let (dist_key, buckets) = match &t.distribution {
+                Distribution::Hash { columns, buckets } => (columns.join(", "), *buckets),
+                Distribution::Random { buckets } => ("RANDOM".into(), *buckets),
+            };
+            let sizes = tablet_stats(fe, &t).await.unwrap_or_default();
+            let rows = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let range = match (p.range, &ty) {
+                        (Some((lo, hi)), Some(ty)) => format!("[{}, {})", lo.display(ty), hi.display(ty)),
+                        _ => String::new(),
+                    };
+                    let size: i64 = p
+                        .tablets
+                        .iter()
+                        .filter_map(|tb| sizes.get(&tb.id).map(|s| s.data_size))
+                        .sum();
+                    let rows: i64 = p
+                        .tablets
+                        .iter()
+                        .filter_map(|tb| sizes.get(&tb.id).map(|s| s.row_count))
+                        .sum();
+                    vec![
+                        p.id.to_string(),
+                        p.name.clone(),
+                        p.visible_version.to_string(),
+                        fmt_time(p.visible_version_time),
+                        "NORMAL".into(),
+                        t.partition_column.clone().unwrap_or_default(),
+                        range,
+                        dist_key.clone(),
+                        buckets.to_string(),
+                        "1".into(),
+                        "HDD".into(),
+                        "9999-12-31 23:59:59".into(),
+                        String::new(),
+                        "NULL".into(),
+                        fmt_size(size),
+                        "false".into(),
+                        "tag.location.default: 1".into(),
+                        "true".into(),
+                        "\\N".into(),
+                        "\\N".into(),
+                        p.committed_version.to_string(),
+                        rows.to_string(),
+                    ]
+                })
+                .collect();
+            string_rows(
+                &[
+                    "PartitionId",
+                    "PartitionName",
+                    "VisibleVersion",
+                    "VisibleVersionTime",
+                    "State",
+                    "PartitionKey",
+                    "Range",
+                    "DistributionKey",
+                    "Buckets",
+                    "ReplicationNum",
+                    "StorageMedium",
+                    "CooldownTime",
+                    "RemoteStoragePolicy",
+                    "LastConsistencyCheckTime",
+                    "DataSize",
+                    "IsInMemory",
+                    "ReplicaAllocation",
+                    "IsMutable",
+                    "SyncWithBaseTables",
+                    "UnsyncTables",
+                    "CommittedVersion",
+                    "RowCount",
+                ],
+                rows,
+            )
+        }
+        Statement::ShowTablets { db, table, partition } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let t = table_snapshot(fe, &db, &table)?;
+            if let Some(p) = &partition
+                && t.partition(p).is_none()
+            {
+                return Err(TethysError::Analysis(format!("Partition {p} does not exist in table {}", t.name)));
+            }
+            let stats = tablet_stats(fe, &t).await?;
+            let backends = fe.catalog.read().backends.clone();
+            let mut rows = vec![];
+            for p in &t.partitions {
+                if partition.as_ref().is_some_and(|n| !n.eq_ignore_ascii_case(&p.name)) {
+                    continue;
+                }
+                for tb in &p.tablets {
+                    let s = stats.get(&tb.id).cloned().unwrap_or_default();
+                    let url = backends
+                        .get(&tb.backend_id)
+                        .map(|b| format!("http://{}:{}/api/meta/header/{}", b.host, b.http_port, tb.id))
+                        .unwrap_or_default();
+                    rows.push(vec![
+                        tb.id.to_string(),
+                        (tb.id + 1).to_string(),
+                        tb.backend_id.to_string(),
+                        "0".into(),
+                        s.version.to_string(),
+                        s.version.to_string(),
+                        "-1".into(),
+                        "NULL".into(),
+                        s.data_size.to_string(),
+                        "0".into(),
+                        s.row_count.to_string(),
+                        if s.found { "NORMAL".into() } else { "MISSING".into() },
+                        "NULL".into(),
+                        "-1".into(),
+                        s.rowset_count.to_string(),
+                        "0".into(),
+                        "0".into(),
+                        url,
+                        String::new(),
+                        "-1".into(),
+                        "-1".into(),
+                    ]);
+                }
+            }
+            string_rows(
+                &[
+                    "TabletId",
+                    "ReplicaId",
+                    "BackendId",
+                    "SchemaHash",
+                    "Version",
+                    "LstSuccessVersion",
+                    "LstFailedVersion",
+                    "LstFailedTime",
+                    "LocalDataSize",
+                    "RemoteDataSize",
+                    "RowCount",
+                    "State",
+                    "LstConsistencyCheckTime",
+                    "CheckVersion",
+                    "VersionCount",
+                    "QueryHits",
+                    "PathHash",
+                    "MetaUrl",
+                    "CompactionStatus",
+                    "CooldownReplicaId",
+                    "CooldownMetaId",
+                ],
+                rows,
+            )
+        }
+        Statement::ShowVariables { global: _, filter } => {
+            let rows = session
+                .vars
+                .all()
+                .into_iter()
+                .map(|(n, v, d, c)| vec![n, v, d, if c { "1".into() } else { "0".into() }])
+                .collect();
+            filtered(&["Variable_name", "Value", "Default_Value", "Changed"], rows, &filter).await
+        }
+        Statement::ShowProcessList => {
+            let rows = fe
+                .conns()
+                .iter()
+                .map(|c| {
+                    let (info, since) = c.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    vec![
+                        c.id.to_string(),
+                        c.user.clone(),
+                        c.host.clone(),
+                        c.db.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default(),
+                        if info.is_empty() { "Sleep".into() } else { "Query".into() },
+                        since.elapsed().as_secs().to_string(),
+                        "OK".into(),
+                        info,
+                    ]
+                })
+                .collect();
+            string_rows(&["Id", "User", "Host", "db", "Command", "Time", "State", "Info"], rows)
+        }
+        Statement::ShowBackends => {
+            let backends: Vec<_> = fe.catalog.read().backends.values().cloned().collect();
+            let mut rows = vec![];
+            for b in backends {
+                let alive = match fe.pool.get(&b) {
+                    Ok(c) => c
+                        .rpc()
+                        .heartbeat(tethys_proto::HeartbeatRequest { backend_id: b.id })
+                        .await
+                        .ok()
+                        .map(|r| r.into_inner()),
+                    Err(_) => None,
+                };
+                rows.push(vec![
+                    b.id.to_string(),
+                    b.host.clone(),
+                    b.rpc_port.to_string(),
+                    b.http_port.to_string(),
+                    alive
+                        .as_ref()
+                        .map(|h| fmt_time(h.start_time_ms))
+                        .unwrap_or_else(|| "NULL".into()),
+                    (alive.is_some()).to_string(),
+                    alive.as_ref().map(|h| h.tablet_count.to_string()).unwrap_or_default(),
+                    alive
+                        .as_ref()
+                        .map(|h| fmt_size(h.data_used_bytes))
+                        .unwrap_or_default(),
+                    alive.as_ref().map(|h| h.version.clone()).unwrap_or_default(),
+                ]);
+            }
+            string_rows(
+                &[
+                    "BackendId",
+                    "Host",
+                    "BePort",
+                    "HttpPort",
+                    "LastStartTime",
+                    "Alive",
+                    "TabletNum",
+                    "DataUsedCapacity",
+                    "Version",
+                ],
+                rows,
+            )
+        }
+        Statement::ShowFrontends => string_rows(
+            &["Name", "Host", "QueryPort", "Role", "IsMaster", "Alive", "Version"],
+            vec![vec![
+                "fe_standalone".into(),
+                "127.0.0.1".into(),
+                String::new(),
+                "FOLLOWER".into(),
+                "true".into(),
+                "true".into(),
+                env!("CARGO_PKG_VERSION").into(),
+            ]],
+        ),
+        Statement::ShowTransaction { db, where_sql } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let Some(w) = where_sql else {
+                return Err(TethysError::Analysis(
+                    "SHOW TRANSACTION needs WHERE id = n or WHERE label = 'x'".into(),
+                ));
+            };
+            let rows: Vec<Vec<String>> = fe
+                .catalog
+                .read()
+                .txns
+                .values()
+                .filter(|t| t.db.eq_ignore_ascii_case(&db))
+                .map(|t| {
+                    vec![
+                        t.id.to_string(),
+                        t.label.clone(),
+                        "FE: 127.0.0.1".into(),
+                        t.state.name().into(),
+                        t.source.clone(),
+                        fmt_time(t.prepare_time),
+                        "NULL".into(),
+                        fmt_time(t.commit_time),
+                        fmt_time(t.finish_time),
+                        fmt_time(t.finish_time),
+                        t.reason.clone(),
+                        "0".into(),
+                        "-1".into(),
+                        "14400000".into(),
+                        String::new(),
+                    ]
+                })
+                .collect();
+            let w = w.replace("id", "TransactionId").replace("ID", "TransactionId");
+            let w = w.replace("label", "Label").replace("LABEL", "Label");
+            let filter = ShowFilter {
+                like: None,
+                where_sql: Some(w),
+            };
+            filtered(
+                &[
+                    "TransactionId",
+                    "Label",
+                    "Coordinator",
+                    "TransactionStatus",
+                    "LoadJobSourceType",
+                    "PrepareTime",
+                    "PreCommitTime",
+                    "CommitTime",
+                    "PublishTime",
+                    "FinishTime",
+                    "Reason",
+                    "ErrorReplicasCount",
+                    "ListenerId",
+                    "TimeoutMs",
+                    "ErrMsg",
+                ],
+                rows,
+                &filter,
+            )
+            .await
+        }
+        Statement::ShowEmpty { columns } => string_rows(&columns, vec![]),
+        Statement::ShowCharset => string_rows(
+            &["Charset", "Description", "Default collation", "Maxlen"],
+            vec![vec!["utf8mb4".into(), "UTF-8 Unicode".into(), "utf8mb4_0900_bin".into(), "4".into()]],
+        ),
+        Statement::ShowCollation => string_rows(
+            &["Collation", "Charset", "Id", "Default", "Compiled", "Sortlen"],
+            vec![vec![
+                "utf8mb4_0900_bin".into(),
+                "utf8mb4".into(),
+                "309".into(),
+                "Yes".into(),
+                "Yes".into(),
+                "1".into(),
+            ]],
+        ),
+        Statement::ShowEngines => string_rows(
+            &["Engine", "Support", "Comment", "Transactions", "XA", "Savepoints"],
+            vec![vec![
+                "Olap".into(),
+                "DEFAULT".into(),
+                "Tethys columnar OLAP storage".into(),
+                "YES".into(),
+                "NO".into(),
+                "NO".into(),
+            ]],
+        ),
+        Statement::Kill { connection, id } => {
+            let target = fe
+                .conn(id as u32)
+                .ok_or_else(|| TethysError::Analysis(format!("Unknown thread id: {id}")))?;
+            target.kill(connection);
+            Ok(ok())
+        }
+        Statement::Begin => Err(TethysError::NotSupported(
+            "explicit transactions (BEGIN) are not supported yet; every statement commits on its own".into(),
+        )),
+        Statement::Commit | Statement::Rollback => Ok(ok()),
+    }
+}
+
+fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> StatementCtx {
+    StatementCtx {
+        query_id: fe.next_query_id(),
+        label,
+        batch_size: session.vars.batch_size(),
+        time_zone: session.vars.time_zone(),
+        strict: true,
+        outcome: Mutex::new(None),
+    }
+}
+
+async fn run_query(fe: &Arc<Frontend>, session: &Session, sql: &str, label: Option<String>) -> Result<Output> {
+    let stmt = Arc::new(statement_ctx(fe, session, label));
+    let ctx = planner::statement_context(fe, session, stmt.clone())?;
+    let plan = ctx
+        .state()
+        .create_logical_plan(sql)
+        .await
+        .map_err(|e| map_not_found(fe, session, e.into()))?;
+    match &plan {
+        LogicalPlan::Dml(_) => {
+            let df = ctx.execute_logical_plan(plan).await?;
+            let batches = df.collect().await.map_err(|e| map_not_found(fe, session, e.into()))?;
+            let affected = batches
+                .first()
+                .and_then(|b| {
+                    b.column(0)
+                        .as_any()
+                        .downcast_ref::<arrow::array::UInt64Array>()
+                        .map(|a| a.value(0))
+                })
+                .unwrap_or(0);
+            let info = match stmt.outcome.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+                Some(o) => format!("{{'label':'{}', 'status':'{}', 'txnId':'{}'}}", o.label, o.status, o.txn_id),
+                None => String::new(),
+            };
+            Ok(Output::Ok { affected, info })
+        }
+        LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) | LogicalPlan::Copy(_) => Err(TethysError::NotSupported(
+            "this statement is not supported".into(),
+        )),
+        _ => {
+            let df = ctx.execute_logical_plan(plan).await?;
+            let stream = df.execute_stream().await?;
+            let fe2 = fe.clone();
+            let session2 = session.clone();
+            let schema = stream.schema();
+            let mapped = stream.map(move |r| r.map_err(|e| map_not_found(&fe2, &session2, e.into()).into()));
+            Ok(Output::Rows(Box::pin(RecordBatchStreamAdapter::new(schema, mapped))))
+        }
+    }
+}
+
+fn table_snapshot(fe: &Frontend, db: &str, name: &str) -> Result<crate::catalog::Table> {
+    let state = fe.catalog.read();
+    let d = state.database(db).ok_or_else(|| TethysError::UnknownDatabase(db.to_string()))?;
+    d.table(name).cloned().ok_or_else(|| TethysError::UnknownTable {
+        database: d.name.clone(),
+        table: name.to_string(),
+    })
+}
+
+async fn tablet_stats(
+    fe: &Arc<Frontend>,
+    t: &crate::catalog::Table,
+) -> Result<std::collections::HashMap<i64, tethys_proto::TabletStat>> {
+    let backends = fe.catalog.read().backends.clone();
+    let mut per_be: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+    for p in &t.partitions {
+        for tb in &p.tablets {
+            per_be.entry(tb.backend_id).or_default().push(tb.id);
+        }
+    }
+    let mut out = std::collections::HashMap::new();
+    for (be, ids) in per_be {
+        let Some(info) = backends.get(&be) else { continue };
+        let c = fe.pool.get(info)?;
+        let r = c
+            .rpc()
+            .tablet_stats(TabletStatsRequest { tablet_ids: ids })
+            .await
+            .map_err(|s| c.err(s))?;
+        for s in r.into_inner().tablets {
+            out.insert(s.tablet_id, s);
+        }
+    }
+    Ok(out)
+}
+
+fn fmt_time(ms: i64) -> String {
+    if ms <= 0 {
+        return "NULL".into();
+    }
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+        .map(|d| d.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|| "NULL".into())
+}
+
+fn fmt_size(bytes: i64) -> String {
+    let b = bytes as f64;
+    if b >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.3} GB", b / 1024.0 / 1024.0 / 1024.0)
+    } else if b >= 1024.0 * 1024.0 {
+        format!("{:.3} MB", b / 1024.0 / 1024.0)
+    } else if b >= 1024.0 {
+        format!("{:.3} KB", b / 1024.0)
+    } else {
+        format!("{bytes}.000 B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::like_match;
+
+    #[test]
+    fn like() {
+        assert!(like_match("char%", "character_set_client"));
+        assert!(like_match("%_size", "batch_size"));
+        assert!(!like_match("batch", "batch_size"));
+        assert!(like_match("BATCH_SIZE", "batch_size"));
+    }
+}

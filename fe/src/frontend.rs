@@ -1,0 +1,127 @@
+//! The frontend's shared state: catalog, backend connections, transaction
+//! manager and the registry of client connections (for KILL and
+//! SHOW PROCESSLIST).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::backends::BackendPool;
+use crate::catalog::Catalog;
+use crate::txn::TxnManager;
+
+/// One client connection as other connections see it.
+#[derive(Debug)]
+pub struct ConnHandle {
+    pub id: u32,
+    pub user: String,
+    pub host: String,
+    pub db: Mutex<Option<String>>,
+    pub info: Mutex<(String, Instant)>,
+    kill: tokio::sync::watch::Sender<u64>,
+    pub killed: AtomicBool,
+}
+
+impl ConnHandle {
+    /// A receiver that changes when the running statement is killed.
+    pub fn kill_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.kill.subscribe()
+    }
+
+    /// Cancels the running statement (and, if `connection`, the connection).
+    pub fn kill(&self, connection: bool) {
+        if connection {
+            self.killed.store(true, Ordering::SeqCst);
+        }
+        self.kill.send_modify(|v| *v += 1);
+    }
+
+    pub fn set_command(&self, sql: &str) {
+        *self.info.lock().unwrap_or_else(|p| p.into_inner()) = (sql.to_string(), Instant::now());
+    }
+}
+
+/// Shared FE state.
+#[derive(Debug)]
+pub struct Frontend {
+    pub catalog: Arc<Catalog>,
+    pub pool: Arc<BackendPool>,
+    pub txn: TxnManager,
+    conns: Mutex<BTreeMap<u32, Arc<ConnHandle>>>,
+    next_conn: AtomicU32,
+    query_seq: AtomicU64,
+}
+
+impl Frontend {
+    pub fn new(catalog: Arc<Catalog>) -> Arc<Frontend> {
+        let pool = Arc::new(BackendPool::default());
+        Arc::new(Frontend {
+            txn: TxnManager::new(catalog.clone(), pool.clone()),
+            catalog,
+            pool,
+            conns: Mutex::new(BTreeMap::new()),
+            next_conn: AtomicU32::new(1),
+            query_seq: AtomicU64::new(1),
+        })
+    }
+
+    /// A new query id.
+    pub fn next_query_id(&self) -> String {
+        format!(
+            "{:x}-{:x}",
+            chrono::Utc::now().timestamp_millis(),
+            self.query_seq.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Registers a connection.
+    pub fn register_conn(&self, user: &str, host: &str) -> Arc<ConnHandle> {
+        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        let (kill, _) = tokio::sync::watch::channel(0);
+        let h = Arc::new(ConnHandle {
+            id,
+            user: user.to_string(),
+            host: host.to_string(),
+            db: Mutex::new(None),
+            info: Mutex::new((String::new(), Instant::now())),
+            kill,
+            killed: AtomicBool::new(false),
+        });
+        self.conns.lock().unwrap_or_else(|p| p.into_inner()).insert(id, h.clone());
+        h
+    }
+
+    /// Reserves a connection id before authentication.
+    pub fn reserve_conn_id(&self) -> u32 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Registers a connection under a reserved id.
+    pub fn register_conn_with_id(&self, id: u32, user: &str, host: &str) -> Arc<ConnHandle> {
+        let (kill, _) = tokio::sync::watch::channel(0);
+        let h = Arc::new(ConnHandle {
+            id,
+            user: user.to_string(),
+            host: host.to_string(),
+            db: Mutex::new(None),
+            info: Mutex::new((String::new(), Instant::now())),
+            kill,
+            killed: AtomicBool::new(false),
+        });
+        self.conns.lock().unwrap_or_else(|p| p.into_inner()).insert(id, h.clone());
+        h
+    }
+
+    pub fn unregister_conn(&self, id: u32) {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+
+    pub fn conn(&self, id: u32) -> Option<Arc<ConnHandle>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
+    }
+
+    pub fn conns(&self) -> Vec<Arc<ConnHandle>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+}

@@ -1,0 +1,17 @@
+//! Tethys frontend (FE): the MySQL protocol server, the catalog and its edit
+//! log, Doris SQL parsing, planning on DataFusion, fragment scheduling to
+//! backends, and load transactions.
+
+pub mod backends;
+pub mod catalog;
+pub mod ddl;
+pub mod executor;
+pub mod frontend;
+pub mod mysql;
+pub mod planner;
+pub mod server;
+pub mod session;
+pub mod sql;
+pub mod txn;
+
+pub use server::{FrontendConfig, open, serve};

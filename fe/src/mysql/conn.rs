@@ -1,0 +1,587 @@
+//! One client connection: handshake and authentication, then the command
+//! loop (COM_QUERY, COM_INIT_DB, COM_PING, COM_FIELD_LIST, COM_STMT_*),
+//! with statements cancellable by KILL and bounded by `query_timeout`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rand::Rng;
+use tethys_common::TethysError;
+use tethys_common::config::MYSQL_SERVER_VERSION;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::packet::PacketIo;
+use super::proto::*;
+use super::value::{RowEncoder, column_def};
+use crate::executor::{self, Output};
+use crate::frontend::{ConnHandle, Frontend};
+use crate::session::Session;
+use crate::sql::{self, Statement};
+
+/// Users and their passwords (root and admin start with an empty password, as in Doris).
+fn password_of(user: &str) -> Option<&'static str> {
+    match user {
+        "root" | "admin" => Some(""),
+        _ => None,
+    }
+}
+
+struct Prepared {
+    sql: String,
+    params: usize,
+    types: Vec<(u8, u8)>,
+}
+
+struct Conn<S> {
+    io: PacketIo<S>,
+    fe: Arc<Frontend>,
+    session: Session,
+    handle: Arc<ConnHandle>,
+    caps: u32,
+    stmts: HashMap<u32, Prepared>,
+    next_stmt: u32,
+}
+
+/// Serves one client until it quits or the connection breaks.
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(fe: Arc<Frontend>, stream: S, peer: SocketAddr) {
+    let mut io = PacketIo::new(stream);
+    let conn_id = fe.reserve_conn_id();
+    let mut scramble = [0u8; 20];
+    {
+        let mut rng = rand::rng();
+        for b in scramble.iter_mut() {
+            *b = rng.random_range(b'!'..=b'~');
+        }
+    }
+    io.write_packet(&handshake_v10(conn_id, &scramble, MYSQL_SERVER_VERSION));
+    if io.flush().await.is_err() {
+        return;
+    }
+    let Ok(Some(pkt)) = io.read_packet().await else { return };
+    let Ok(mut hs) = parse_handshake_response(&pkt) else {
+        io.write_packet(&err_packet(1043, "08S01", "Bad handshake"));
+        let _ = io.flush().await;
+        return;
+    };
+    if let Some(p) = &hs.plugin
+        && !p.is_empty()
+        && p != NATIVE_PASSWORD
+    {
+        // Ask the client to answer with mysql_native_password instead.
+        let mut sw = vec![0xfe];
+        sw.extend_from_slice(NATIVE_PASSWORD.as_bytes());
+        sw.push(0);
+        sw.extend_from_slice(&scramble);
+        sw.push(0);
+        io.write_packet(&sw);
+        if io.flush().await.is_err() {
+            return;
+        }
+        let Ok(Some(resp)) = io.read_packet().await else { return };
+        hs.auth = resp;
+    }
+    let host = peer.ip().to_string();
+    let ok_auth = password_of(&hs.user).is_some_and(|pw| check_native_password(&scramble, pw, &hs.auth));
+    if !ok_auth {
+        let e = TethysError::AccessDenied {
+            user: format!("{}@{}", hs.user, host),
+            using_password: !hs.auth.is_empty(),
+        };
+        let (code, state) = e.mysql_code();
+        io.write_packet(&err_packet(code, state, &e.to_string()));
+        let _ = io.flush().await;
+        return;
+    }
+    let mut session = Session::new(conn_id, hs.user.clone(), host.clone());
+    if let Some(db) = &hs.database {
+        let found = fe.catalog.read().database(db).map(|d| d.name.clone());
+        match found {
+            Some(d) => session.database = Some(d),
+            None if db.eq_ignore_ascii_case("information_schema") => {
+                session.database = Some("information_schema".into())
+            }
+            None => {
+                let e = TethysError::UnknownDatabase(db.clone());
+                let (code, state) = e.mysql_code();
+                io.write_packet(&err_packet(code, state, &e.to_string()));
+                let _ = io.flush().await;
+                return;
+            }
+        }
+    }
+    let handle = fe.register_conn_with_id(conn_id, &hs.user, &host);
+    *handle.db.lock().unwrap_or_else(|p| p.into_inner()) = session.database.clone();
+    io.write_packet(&ok_packet(0, 0, 0, SERVER_STATUS_AUTOCOMMIT, 0, ""));
+    if io.flush().await.is_err() {
+        fe.unregister_conn(conn_id);
+        return;
+    }
+    let mut conn = Conn {
+        io,
+        fe: fe.clone(),
+        session,
+        handle,
+        caps: hs.capabilities & SERVER_CAPABILITIES,
+        stmts: HashMap::new(),
+        next_stmt: 1,
+    };
+    let _ = conn.run().await;
+    fe.unregister_conn(conn_id);
+}
+
+/// Substitutes `?` placeholders (outside quotes and comments) with literals.
+pub fn bind_params(sql: &str, params: &[String]) -> Result<String, TethysError> {
+    let mut out = String::with_capacity(sql.len() + params.iter().map(|p| p.len()).sum::<usize>());
+    let mut it = params.iter();
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                out.push(c);
+                if c == '\\' {
+                    if let Some(n) = chars.next() {
+                        out.push(n);
+                    }
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' | '`' => {
+                    quote = Some(c);
+                    out.push(c);
+                }
+                '?' => {
+                    let p = it
+                        .next()
+                        .ok_or_else(|| TethysError::Analysis("fewer parameters than placeholders".into()))?;
+                    out.push_str(p);
+                }
+                _ => out.push(c),
+            },
+        }
+    }
+    Ok(out)
+}
+
+fn count_placeholders(sql: &str) -> usize {
+    let n = sql.len();
+    let dummy: Vec<String> = vec![String::new(); n + 1];
+    match bind_params(sql, &dummy) {
+        Ok(s) => sql.len() - s.len(),
+        Err(_) => 0,
+    }
+}
+
+fn quote_str(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('\'');
+    for c in s.chars() {
+        match c {
+            '\'' => o.push_str("''"),
+            '\\' => o.push_str("\\\\"),
+            _ => o.push(c),
+        }
+    }
+    o.push('\'');
+    o
+}
+
+/// Reads one binary-protocol parameter as SQL literal text.
+fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malformed> {
+    use super::value::*;
+    Ok(match ty {
+        T_TINY => {
+            let v = r.u8()?;
+            if unsigned { v.to_string() } else { (v as i8).to_string() }
+        }
+        T_SHORT | T_YEAR => {
+            let v = r.u16()?;
+            if unsigned { v.to_string() } else { (v as i16).to_string() }
+        }
+        T_LONG | T_INT24 => {
+            let v = r.u32()?;
+            if unsigned { v.to_string() } else { (v as i32).to_string() }
+        }
+        T_LONGLONG => {
+            let v = r.u64()?;
+            if unsigned { v.to_string() } else { (v as i64).to_string() }
+        }
+        T_FLOAT => {
+            let b = r.take(4)?;
+            f32::from_le_bytes([b[0], b[1], b[2], b[3]]).to_string()
+        }
+        T_DOUBLE => {
+            let b = r.take(8)?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            f64::from_le_bytes(a).to_string()
+        }
+        T_DATE | T_DATETIME | T_TIMESTAMP => {
+            let n = r.u8()? as usize;
+            let b = r.take(n)?;
+            let g = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
+            let year = if n >= 2 { u16::from_le_bytes([b[0], b[1]]) as u32 } else { 0 };
+            let micros = if n >= 11 { u32::from_le_bytes([b[7], b[8], b[9], b[10]]) } else { 0 };
+            let mut s = format!("{year:04}-{:02}-{:02}", g(2), g(3));
+            if ty != T_DATE {
+                s.push_str(&format!(" {:02}:{:02}:{:02}", g(4), g(5), g(6)));
+                if micros > 0 {
+                    s.push_str(&format!(".{micros:06}"));
+                }
+            }
+            quote_str(&s)
+        }
+        T_TIME => {
+            let n = r.u8()? as usize;
+            let b = r.take(n)?;
+            let g = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
+            let days = if n >= 5 { u32::from_le_bytes([b[1], b[2], b[3], b[4]]) } else { 0 };
+            let sign = if g(0) == 1 { "-" } else { "" };
+            quote_str(&format!("{sign}{:02}:{:02}:{:02}", days * 24 + g(5), g(6), g(7)))
+        }
+        T_NULL => "NULL".into(),
+        T_NEWDECIMAL | T_DECIMAL => {
+            let b = r.lenenc_bytes()?;
+            let s = String::from_utf8_lossy(b).to_string();
+            if s.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E') {
+                s
+            } else {
+                quote_str(&s)
+            }
+        }
+        _ => {
+            let b = r.lenenc_bytes()?;
+            match std::str::from_utf8(b) {
+                Ok(s) => quote_str(s),
+                Err(_) => {
+                    let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
+                    format!("X'{hex}'")
+                }
+            }
+        }
+    })
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
+    fn deprecate_eof(&self) -> bool {
+        self.caps & CLIENT_DEPRECATE_EOF != 0
+    }
+
+    fn send_err(&mut self, e: &TethysError) {
+        let (code, state) = e.mysql_code();
+        let msg = format!("errCode = 2, detailMessage = {e}");
+        self.io.write_packet(&err_packet(code, state, &msg));
+    }
+
+    fn send_ok(&mut self, affected: u64, info: &str, more: bool) {
+        let mut status = SERVER_STATUS_AUTOCOMMIT;
+        if more {
+            status |= SERVER_MORE_RESULTS_EXISTS;
+        }
+        self.io.write_packet(&ok_packet(0, affected, 0, status, 0, info));
+    }
+
+    async fn run(&mut self) -> std::io::Result<()> {
+        loop {
+            let Some(pkt) = self.io.read_packet().await? else { return Ok(()) };
+            if self.handle.killed.load(std::sync::atomic::Ordering::SeqCst) {
+                return Ok(());
+            }
+            let Some((&cmd, body)) = pkt.split_first() else {
+                continue;
+            };
+            match cmd {
+                COM_QUIT => return Ok(()),
+                COM_PING => self.send_ok(0, "", false),
+                COM_INIT_DB => {
+                    let db = String::from_utf8_lossy(body).to_string();
+                    self.run_statement_text(&format!("USE `{}`", db.replace('`', "``")), false).await;
+                }
+                COM_QUERY => {
+                    let sql = String::from_utf8_lossy(body).to_string();
+                    self.run_statement_text(&sql, false).await;
+                }
+                COM_FIELD_LIST => self.field_list(body).await,
+                COM_STMT_PREPARE => {
+                    let sql = String::from_utf8_lossy(body).to_string();
+                    self.prepare(sql);
+                }
+                COM_STMT_EXECUTE => self.execute_prepared(body).await,
+                COM_STMT_CLOSE => {
+                    if body.len() >= 4 {
+                        let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
+                        self.stmts.remove(&id);
+                    }
+                    // No response for COM_STMT_CLOSE.
+                    continue;
+                }
+                COM_STMT_SEND_LONG_DATA => continue,
+                COM_STMT_RESET | COM_RESET_CONNECTION | COM_SET_OPTION => self.send_ok(0, "", false),
+                COM_STATISTICS => {
+                    let s = format!("Uptime: 0  Threads: {}  Questions: 0", self.fe.conns().len());
+                    self.io.write_packet(s.as_bytes());
+                }
+                other => self.send_err(&TethysError::NotSupported(format!("Unknown command {other:#04x}"))),
+            }
+            self.io.flush().await?;
+        }
+    }
+
+    async fn field_list(&mut self, body: &[u8]) {
+        let table = String::from_utf8_lossy(body.split(|b| *b == 0).next().unwrap_or_default()).to_string();
+        let t = self
+            .session
+            .database
+            .as_ref()
+            .and_then(|db| self.fe.catalog.read().database(db).and_then(|d| d.table(&table)).cloned());
+        let Some(t) = t else {
+            self.send_err(&TethysError::UnknownTable {
+                database: self.session.database.clone().unwrap_or_default(),
+                table,
+            });
+            return;
+        };
+        let schema = t.schema.arrow_schema();
+        for f in schema.fields() {
+            let mut cd = column_def(f);
+            cd.table = t.name.clone();
+            cd.schema = self.session.database.clone().unwrap_or_default();
+            let mut p = column_def_packet(&cd);
+            p.push(0xfb);
+            self.io.write_packet(&p);
+        }
+        self.end_result(false);
+    }
+
+    fn end_result(&mut self, more: bool) {
+        let mut status = SERVER_STATUS_AUTOCOMMIT;
+        if more {
+            status |= SERVER_MORE_RESULTS_EXISTS;
+        }
+        if self.deprecate_eof() {
+            self.io.write_packet(&ok_packet(0xfe, 0, 0, status, 0, ""));
+        } else {
+            self.io.write_packet(&eof_packet(status));
+        }
+    }
+
+    fn prepare(&mut self, sql: String) {
+        if let Err(e) = sql::parse(&sql) {
+            // Placeholders make some statements unparsable until bound; only
+            // reject what can never become valid.
+            if !sql.contains('?') {
+                self.send_err(&e);
+                return;
+            }
+        }
+        let id = self.next_stmt;
+        self.next_stmt += 1;
+        let params = count_placeholders(&sql);
+        let mut p = vec![0u8];
+        p.extend_from_slice(&id.to_le_bytes());
+        p.extend_from_slice(&0u16.to_le_bytes());
+        p.extend_from_slice(&(params as u16).to_le_bytes());
+        p.push(0);
+        p.extend_from_slice(&0u16.to_le_bytes());
+        self.io.write_packet(&p);
+        if params > 0 {
+            for i in 0..params {
+                let cd = ColumnDef {
+                    schema: String::new(),
+                    table: String::new(),
+                    name: format!("?{i}"),
+                    charset: CHARSET_BINARY,
+                    length: 0,
+                    column_type: super::value::T_VAR_STRING,
+                    flags: 0,
+                    decimals: 0,
+                };
+                self.io.write_packet(&column_def_packet(&cd));
+            }
+            if !self.deprecate_eof() {
+                self.io.write_packet(&eof_packet(SERVER_STATUS_AUTOCOMMIT));
+            }
+        }
+        self.stmts.insert(
+            id,
+            Prepared {
+                sql,
+                params,
+                types: vec![],
+            },
+        );
+    }
+
+    async fn execute_prepared(&mut self, body: &[u8]) {
+        let mut r = Reader::new(body);
+        let parsed = (|| -> Result<(u32, Vec<String>), Malformed> {
+            let id = r.u32()?;
+            let _flags = r.u8()?;
+            let _iters = r.u32()?;
+            let Some(st) = self.stmts.get_mut(&id) else {
+                return Ok((id, vec![]));
+            };
+            let n = st.params;
+            let mut values = vec![];
+            if n > 0 {
+                let bitmap = r.take(n.div_ceil(8))?.to_vec();
+                let bound = r.u8()?;
+                if bound == 1 {
+                    st.types = (0..n).map(|_| Ok((r.u8()?, r.u8()?))).collect::<Result<Vec<_>, Malformed>>()?;
+                }
+                if st.types.len() != n {
+                    return Err(Malformed);
+                }
+                for i in 0..n {
+                    if bitmap[i / 8] & (1 << (i % 8)) != 0 {
+                        values.push("NULL".to_string());
+                    } else {
+                        let (ty, flags) = st.types[i];
+                        values.push(read_param(&mut r, ty, flags & 0x80 != 0)?);
+                    }
+                }
+            }
+            Ok((id, values))
+        })();
+        let (id, values) = match parsed {
+            Ok(v) => v,
+            Err(_) => {
+                self.send_err(&TethysError::Analysis("malformed COM_STMT_EXECUTE packet".into()));
+                return;
+            }
+        };
+        let Some(st) = self.stmts.get(&id) else {
+            self.send_err(&TethysError::Analysis(format!(
+                "Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"
+            )));
+            return;
+        };
+        match bind_params(&st.sql, &values) {
+            Ok(sql) => self.run_statement_text(&sql, true).await,
+            Err(e) => self.send_err(&e),
+        }
+    }
+
+    /// Runs every statement of a COM_QUERY (or a bound prepared statement).
+    async fn run_statement_text(&mut self, sql: &str, binary: bool) {
+        let stmts = if self.caps & CLIENT_MULTI_STATEMENTS != 0 && !binary {
+            sql::split_statements(sql)
+        } else {
+            vec![sql.trim().trim_end_matches(';').to_string()]
+        };
+        let stmts = if stmts.is_empty() { vec![String::new()] } else { stmts };
+        let n = stmts.len();
+        for (i, s) in stmts.iter().enumerate() {
+            let more = i + 1 < n;
+            self.handle.set_command(s);
+            let ok = self.run_one(s, binary, more).await;
+            self.handle.set_command("");
+            *self.handle.db.lock().unwrap_or_else(|p| p.into_inner()) = self.session.database.clone();
+            if !ok {
+                break;
+            }
+        }
+    }
+
+    /// Runs one statement and writes its result; false if it failed.
+    async fn run_one(&mut self, sql: &str, binary: bool, more: bool) -> bool {
+        let stmt = match sql::parse(sql) {
+            Ok(s) => s,
+            Err(e) => {
+                self.send_err(&e);
+                return false;
+            }
+        };
+        let is_insert = matches!(stmt, Statement::Insert { .. });
+        let timeout = std::time::Duration::from_secs(if is_insert {
+            self.session.vars.insert_timeout_secs()
+        } else {
+            self.session.vars.query_timeout_secs()
+        });
+        let mut kill = self.handle.kill_signal();
+        kill.borrow_and_update();
+        let fe = self.fe.clone();
+        let result = {
+            let work = async {
+                let out = executor::execute(&fe, &mut self.session, stmt).await?;
+                self.write_output(out, binary, more).await
+            };
+            tokio::select! {
+                r = work => r,
+                _ = kill.changed() => Err(TethysError::Cancelled),
+                _ = tokio::time::sleep(timeout) => Err(TethysError::Timeout(timeout.as_secs())),
+            }
+        };
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.send_err(&e);
+                false
+            }
+        }
+    }
+
+    async fn write_output(&mut self, out: Output, binary: bool, more: bool) -> Result<(), TethysError> {
+        match out {
+            Output::Ok { affected, info } => {
+                self.send_ok(affected, &info, more);
+                Ok(())
+            }
+            Output::Rows(mut stream) => {
+                use futures::StreamExt;
+                let schema = stream.schema();
+                let mut p = vec![];
+                put_lenenc_int(&mut p, schema.fields().len() as u64);
+                self.io.write_packet(&p);
+                for f in schema.fields() {
+                    self.io.write_packet(&column_def_packet(&column_def(f)));
+                }
+                if !self.deprecate_eof() {
+                    self.io.write_packet(&eof_packet(SERVER_STATUS_AUTOCOMMIT));
+                }
+                let mut row = Vec::with_capacity(256);
+                while let Some(batch) = stream.next().await {
+                    let batch = batch.map_err(TethysError::from)?;
+                    {
+                        let enc = RowEncoder::new(&batch);
+                        for i in 0..batch.num_rows() {
+                            if binary {
+                                enc.binary_row(i, &mut row);
+                            } else {
+                                enc.text_row(i, &mut row);
+                            }
+                            self.io.write_packet(&row);
+                        }
+                    }
+                    if self.io.pending() > 1 << 20 {
+                        self.io
+                            .flush()
+                            .await
+                            .map_err(|e| TethysError::io("sending rows to the client", e))?;
+                    }
+                }
+                self.end_result(more);
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders() {
+        assert_eq!(count_placeholders("select ?, '?', `?` from t where a = ?"), 2);
+        assert_eq!(
+            bind_params("select ? , 'x?'", &["'a''b'".into()]).unwrap(),
+            "select 'a''b' , 'x?'"
+        );
+        assert!(bind_params("select ?", &[]).is_err());
+        assert_eq!(quote_str("it's"), "'it''s'");
+    }
+}

@@ -1,0 +1,54 @@
+//! The MySQL wire protocol, owned by Tethys: framing ([`packet`]), packet
+//! encodings ([`proto`]), values ([`value`]) and the connection state machine
+//! ([`conn`]).
+
+pub mod conn;
+pub mod packet;
+pub mod proto;
+pub mod value;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tethys_common::{Result, TethysError};
+use tokio::net::TcpListener;
+
+use crate::frontend::Frontend;
+
+/// Accepts MySQL clients until `shutdown` resolves.
+pub async fn serve(
+    fe: Arc<Frontend>,
+    addr: SocketAddr,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<()> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| TethysError::io(format!("binding the MySQL port {addr}"), e))?;
+    serve_listener(fe, listener, shutdown).await
+}
+
+/// Accepts MySQL clients on an already bound listener.
+pub async fn serve_listener(
+    fe: Arc<Frontend>,
+    listener: TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<()> {
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            r = listener.accept() => {
+                let (stream, peer) = match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let fe = fe.clone();
+                tokio::spawn(async move { conn::serve(fe, stream, peer).await });
+            }
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! Arrow values on the MySQL wire: column types and flags for a schema, and
+//! row encodings in the text and binary protocols.
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{
+    DataType, Date32Type, Date64Type, Field, Float16Type, Float32Type, Float64Type,
+    Int8Type, Int16Type, Int32Type, Int64Type, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use chrono::{DateTime, Datelike, NaiveDateTime, Timelike};
+use tethys_common::schema::COLUMN_TYPE_METADATA_KEY;
+use tethys_common::types::ColumnType;
+
+use super::proto::{CHARSET_BINARY, CHARSET_UTF8, ColumnDef, put_lenenc_str};
+
+pub const T_DECIMAL: u8 = 0x00;
+pub const T_TINY: u8 = 0x01;
+pub const T_SHORT: u8 = 0x02;
+pub const T_LONG: u8 = 0x03;
+pub const T_FLOAT: u8 = 0x04;
+pub const T_DOUBLE: u8 = 0x05;
+pub const T_NULL: u8 = 0x06;
+pub const T_TIMESTAMP: u8 = 0x07;
+pub const T_LONGLONG: u8 = 0x08;
+pub const T_INT24: u8 = 0x09;
+pub const T_DATE: u8 = 0x0a;
+pub const T_TIME: u8 = 0x0b;
+pub const T_DATETIME: u8 = 0x0c;
+pub const T_YEAR: u8 = 0x0d;
+pub const T_VARCHAR: u8 = 0x0f;
+pub const T_NEWDECIMAL: u8 = 0xf6;
+pub const T_BLOB: u8 = 0xfc;
+pub const T_VAR_STRING: u8 = 0xfd;
+pub const T_STRING: u8 = 0xfe;
+
+const NOT_NULL_FLAG: u16 = 1;
+const UNSIGNED_FLAG: u16 = 32;
+const BINARY_FLAG: u16 = 128;
+
+/// The protocol description of one result column.
+pub fn column_def(field: &Field) -> ColumnDef {
+    let declared = field
+        .metadata()
+        .get(COLUMN_TYPE_METADATA_KEY)
+        .and_then(|t| ColumnType::parse(t).ok());
+    let mut flags = if field.is_nullable() { 0 } else { NOT_NULL_FLAG };
+    let (ty, len, decimals, charset) = match field.data_type() {
+        DataType::Null => (T_NULL, 0, 0, CHARSET_BINARY),
+        DataType::Boolean | DataType::Int8 => (T_TINY, 4, 0, CHARSET_BINARY),
+        DataType::Int16 => (T_SHORT, 6, 0, CHARSET_BINARY),
+        DataType::Int32 => (T_LONG, 11, 0, CHARSET_BINARY),
+        DataType::Int64 => (T_LONGLONG, 20, 0, CHARSET_BINARY),
+        DataType::UInt8 => {
+            flags |= UNSIGNED_FLAG;
+            (T_TINY, 3, 0, CHARSET_BINARY)
+        }
+        DataType::UInt16 => {
+            flags |= UNSIGNED_FLAG;
+            (T_SHORT, 5, 0, CHARSET_BINARY)
+        }
+        DataType::UInt32 => {
+            flags |= UNSIGNED_FLAG;
+            (T_LONG, 10, 0, CHARSET_BINARY)
+        }
+        DataType::UInt64 => {
+            flags |= UNSIGNED_FLAG;
+            (T_LONGLONG, 20, 0, CHARSET_BINARY)
+        }
+        DataType::Float16 | DataType::Float32 => (T_FLOAT, 12, 31, CHARSET_BINARY),
+        DataType::Float64 => (T_DOUBLE, 22, 31, CHARSET_BINARY),
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => {
+            (T_NEWDECIMAL, *p as u32 + 2, (*s).max(0) as u8, CHARSET_BINARY)
+        }
+        DataType::Date32 | DataType::Date64 => (T_DATE, 10, 0, CHARSET_BINARY),
+        DataType::Timestamp(_, _) => {
+            let p = match declared {
+                Some(ColumnType::DateTime { precision }) => precision,
+                _ => 0,
+            };
+            (T_DATETIME, 19 + if p > 0 { p as u32 + 1 } else { 0 }, p, CHARSET_BINARY)
+        }
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
+            flags |= BINARY_FLAG;
+            (T_BLOB, 65535, 0, CHARSET_BINARY)
+        }
+        _ => {
+            let len = declared.and_then(|t| t.max_len()).unwrap_or(65533) as u32 * 3;
+            (T_VAR_STRING, len, 0, CHARSET_UTF8)
+        }
+    };
+    if charset == CHARSET_BINARY && ty != T_NULL {
+        flags |= BINARY_FLAG;
+    }
+    ColumnDef {
+        schema: String::new(),
+        table: String::new(),
+        name: field.name().clone(),
+        charset,
+        length: len,
+        column_type: ty,
+        flags,
+        decimals,
+    }
+}
+
+/// Formats a datetime like MySQL: fraction only when the column declares one.
+fn fmt_datetime(dt: &NaiveDateTime, precision: u8) -> String {
+    let base = dt.format("%Y-%m-%d %H:%M:%S").to_string();
+    let micros = dt.nanosecond() / 1000;
+    if precision > 0 {
+        let frac = format!("{micros:06}");
+        format!("{base}.{}", &frac[..precision.min(6) as usize])
+    } else if micros != 0 {
+        format!("{base}.{micros:06}")
+    } else {
+        base
+    }
+}
+
+fn fmt_float(v: f64) -> String {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Local wall-clock datetimes of a timestamp column (time zone applied).
+fn timestamp_at(arr: &dyn Array, i: usize) -> Option<NaiveDateTime> {
+    let (v, unit, tz) = match arr.data_type() {
+        DataType::Timestamp(TimeUnit::Second, tz) => (arr.as_primitive::<TimestampSecondType>().value(i), 0, tz),
+        DataType::Timestamp(TimeUnit::Millisecond, tz) => {
+            (arr.as_primitive::<TimestampMillisecondType>().value(i), 1, tz)
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, tz) => {
+            (arr.as_primitive::<TimestampMicrosecondType>().value(i), 2, tz)
+        }
+        DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
+            (arr.as_primitive::<TimestampNanosecondType>().value(i), 3, tz)
+        }
+        _ => return None,
+    };
+    let utc = match unit {
+        0 => DateTime::from_timestamp(v, 0),
+        1 => DateTime::from_timestamp_millis(v),
+        2 => DateTime::from_timestamp_micros(v),
+        _ => Some(DateTime::from_timestamp_nanos(v)),
+    }?;
+    match tz {
+        Some(tz) => match tethys_common::functions::timezone::parse_tz(tz) {
+            Ok(tz) => Some(utc.with_timezone(&tz).naive_local()),
+            Err(_) => Some(utc.naive_utc()),
+        },
+        None => Some(utc.naive_utc()),
+    }
+}
+
+/// Encodes the rows of a batch, one packet payload per row.
+pub struct RowEncoder<'a> {
+    batch: &'a RecordBatch,
+    precisions: Vec<u8>,
+    formatters: Vec<Option<ArrayFormatter<'a>>>,
+}
+
+const FORMAT: FormatOptions<'static> = FormatOptions::new().with_null("NULL");
+
+impl<'a> RowEncoder<'a> {
+    pub fn new(batch: &'a RecordBatch) -> Self {
+        let schema = batch.schema();
+        let precisions = schema
+            .fields()
+            .iter()
+            .map(|f| match f.metadata().get(COLUMN_TYPE_METADATA_KEY).and_then(|t| ColumnType::parse(t).ok()) {
+                Some(ColumnType::DateTime { precision }) => precision,
+                _ => 0,
+            })
+            .collect();
+        let formatters = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &FORMAT).ok())
+            .collect();
+        RowEncoder {
+            batch,
+            precisions,
+            formatters,
+        }
+    }
+
+    fn text_value(&self, col: usize, row: usize) -> Option<String> {
+        let arr: &ArrayRef = self.batch.column(col);
+        if arr.is_null(row) {
+            return None;
+        }
+        Some(match arr.data_type() {
+            DataType::Boolean => {
+                if arr.as_boolean().value(row) {
+                    "1".into()
+                } else {
+                    "0".into()
+                }
+            }
+            DataType::Float16 => fmt_float(arr.as_primitive::<Float16Type>().value(row).to_f64()),
+            DataType::Float32 => {
+                let v = arr.as_primitive::<Float32Type>().value(row);
+                if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e7 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v}")
+                }
+            }
+            DataType::Float64 => fmt_float(arr.as_primitive::<Float64Type>().value(row)),
+            DataType::Timestamp(_, _) => match timestamp_at(arr.as_ref(), row) {
+                Some(dt) => fmt_datetime(&dt, self.precisions[col]),
+                None => return None,
+            },
+            _ => match &self.formatters[col] {
+                Some(f) => f.value(row).to_string(),
+                None => return None,
+            },
+        })
+    }
+
+    /// A text-protocol row.
+    pub fn text_row(&self, row: usize, out: &mut Vec<u8>) {
+        out.clear();
+        for c in 0..self.batch.num_columns() {
+            match self.text_value(c, row) {
+                Some(s) => put_lenenc_str(out, s.as_bytes()),
+                None => out.push(0xfb),
+            }
+        }
+    }
+
+    /// A binary-protocol row (COM_STMT_EXECUTE results).
+    pub fn binary_row(&self, row: usize, out: &mut Vec<u8>) {
+        out.clear();
+        let n = self.batch.num_columns();
+        out.push(0);
+        let bitmap_at = out.len();
+        out.resize(bitmap_at + (n + 7 + 2) / 8, 0);
+        for c in 0..n {
+            let arr = self.batch.column(c);
+            if arr.is_null(row) {
+                let bit = c + 2;
+                out[bitmap_at + bit / 8] |= 1 << (bit % 8);
+                continue;
+            }
+            match arr.data_type() {
+                DataType::Boolean => out.push(arr.as_boolean().value(row) as u8),
+                DataType::Int8 => out.push(arr.as_primitive::<Int8Type>().value(row) as u8),
+                DataType::UInt8 => out.push(arr.as_primitive::<UInt8Type>().value(row)),
+                DataType::Int16 => out.extend_from_slice(&arr.as_primitive::<Int16Type>().value(row).to_le_bytes()),
+                DataType::UInt16 => out.extend_from_slice(&arr.as_primitive::<UInt16Type>().value(row).to_le_bytes()),
+                DataType::Int32 => out.extend_from_slice(&arr.as_primitive::<Int32Type>().value(row).to_le_bytes()),
+                DataType::UInt32 => out.extend_from_slice(&arr.as_primitive::<UInt32Type>().value(row).to_le_bytes()),
+                DataType::Int64 => out.extend_from_slice(&arr.as_primitive::<Int64Type>().value(row).to_le_bytes()),
+                DataType::UInt64 => out.extend_from_slice(&arr.as_primitive::<UInt64Type>().value(row).to_le_bytes()),
+                DataType::Float16 | DataType::Float32 => {
+                    let v = match arr.data_type() {
+                        DataType::Float16 => arr.as_primitive::<Float16Type>().value(row).to_f32(),
+                        _ => arr.as_primitive::<Float32Type>().value(row),
+                    };
+                    out.extend_from_slice(&v.to_le_bytes())
+                }
+                DataType::Float64 => out.extend_from_slice(&arr.as_primitive::<Float64Type>().value(row).to_le_bytes()),
+                DataType::Date32 | DataType::Date64 => {
+                    let d = match arr.data_type() {
+                        DataType::Date32 => arr.as_primitive::<Date32Type>().value_as_date(row),
+                        _ => arr.as_primitive::<Date64Type>().value_as_date(row),
+                    };
+                    match d {
+                        Some(d) => {
+                            out.push(4);
+                            out.extend_from_slice(&(d.year() as u16).to_le_bytes());
+                            out.push(d.month() as u8);
+                            out.push(d.day() as u8);
+                        }
+                        None => out.push(0),
+                    }
+                }
+                DataType::Timestamp(_, _) => match timestamp_at(arr.as_ref(), row) {
+                    Some(dt) => {
+                        let micros = dt.nanosecond() / 1000;
+                        out.push(if micros > 0 { 11 } else { 7 });
+                        out.extend_from_slice(&(dt.year() as u16).to_le_bytes());
+                        out.extend_from_slice(&[
+                            dt.month() as u8,
+                            dt.day() as u8,
+                            dt.hour() as u8,
+                            dt.minute() as u8,
+                            dt.second() as u8,
+                        ]);
+                        if micros > 0 {
+                            out.extend_from_slice(&micros.to_le_bytes());
+                        }
+                    }
+                    None => out.push(0),
+                },
+                DataType::Decimal128(_, _) | DataType::Decimal256(_, _) => {
+                    let s = self.text_value(c, row).unwrap_or_default();
+                    put_lenenc_str(out, s.as_bytes());
+                }
+                _ => {
+                    let s = self.text_value(c, row).unwrap_or_default();
+                    put_lenenc_str(out, s.as_bytes());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{BooleanArray, Float64Array, Int32Array, StringArray, TimestampMicrosecondArray};
+    use std::sync::Arc;
+
+    #[test]
+    fn text_rows() {
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            Field::new("a", DataType::Int32, true),
+            Field::new("b", DataType::Utf8, true),
+            Field::new("c", DataType::Boolean, true),
+            Field::new("d", DataType::Float64, true),
+            Field::new("e", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from(vec![Some(5), None])),
+                Arc::new(StringArray::from(vec![Some("héllo"), Some("")])),
+                Arc::new(BooleanArray::from(vec![true, false])),
+                Arc::new(Float64Array::from(vec![100.0, 0.25])),
+                Arc::new(TimestampMicrosecondArray::from(vec![
+                    1_785_578_400_000_000,
+                    1_785_578_400_500_000,
+                ])),
+            ],
+        )
+        .unwrap();
+        let enc = RowEncoder::new(&batch);
+        let mut out = vec![];
+        enc.text_row(0, &mut out);
+        let mut r = super::super::proto::Reader::new(&out);
+        assert_eq!(r.lenenc_bytes().unwrap(), b"5");
+        assert_eq!(r.lenenc_bytes().unwrap(), "héllo".as_bytes());
+        assert_eq!(r.lenenc_bytes().unwrap(), b"1");
+        assert_eq!(r.lenenc_bytes().unwrap(), b"100");
+        assert_eq!(r.lenenc_bytes().unwrap(), b"2026-08-01 10:00:00");
+        enc.text_row(1, &mut out);
+        assert_eq!(out[0], 0xfb);
+        assert!(String::from_utf8_lossy(&out).contains("10:00:00.500000"));
+        enc.binary_row(1, &mut out);
+        assert_eq!(out[1] & 0b100, 0b100, "null bit of column 0 at offset 2");
+    }
+
+    #[test]
+    fn column_types() {
+        assert_eq!(column_def(&Field::new("x", DataType::Decimal128(10, 2), true)).column_type, T_NEWDECIMAL);
+        assert_eq!(column_def(&Field::new("x", DataType::Utf8, false)).flags & NOT_NULL_FLAG, 1);
+    }
+}

@@ -1,0 +1,284 @@
+//! EXPLAIN in Doris' shape: the physical plan cut into `PLAN FRAGMENT`s at
+//! the FE/BE boundary, nodes numbered bottom-up under Doris' names
+//! (`VOlapScanNode`, `VAGGREGATE (update serialize)`, `VHASH JOIN`, ...).
+
+use std::sync::Arc;
+
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
+use datafusion::physical_plan::sorts::sort::SortExec;
+use tethys_common::plan::OlapScanExec;
+
+use super::remote::{BeFragmentExec, FragmentInfo};
+
+/// A rendered node.
+struct RNode {
+    id: usize,
+    name: String,
+    attrs: Vec<String>,
+    children: Vec<RChild>,
+}
+
+enum RChild {
+    Node(RNode),
+    /// An exchange receiving from fragment `n`.
+    Exchange { id: usize, fragment: usize },
+}
+
+struct Fragment {
+    partition: String,
+    /// Exchange id this fragment sends to (none for fragment 0).
+    sink_exchange: Option<usize>,
+    root: Option<RNode>,
+}
+
+struct Builder {
+    fragments: Vec<Fragment>,
+    next_id: usize,
+}
+
+fn transparent(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    matches!(
+        plan.name(),
+        "ProjectionExec" | "CoalescePartitionsExec" | "RepartitionExec" | "CoalesceBatchesExec" | "CooperativeExec"
+    )
+}
+
+impl Builder {
+    fn alloc(&mut self) -> usize {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// Renders the part of `plan` inside one fragment; children first so ids
+    /// grow bottom-up as in Doris.
+    fn node(&mut self, plan: &Arc<dyn ExecutionPlan>, limit: Option<usize>, be: Option<&FragmentInfo>) -> RChild {
+        if let Some(info) = be
+            && (plan.downcast_ref::<OlapScanExec>().is_some()
+                || plan.name() == "FilterExec"
+                || plan.name() == "ProjectionExec")
+        {
+            return RChild::Node(self.scan_node(info, info.predicates.clone(), limit));
+        }
+        if transparent(plan) && plan.children().len() == 1 {
+            return self.node(plan.children()[0], limit, be);
+        }
+        if let Some(l) = plan.downcast_ref::<GlobalLimitExec>() {
+            return self.node(l.input(), l.fetch().or(limit), be);
+        }
+        if let Some(l) = plan.downcast_ref::<LocalLimitExec>() {
+            return self.node(l.input(), Some(l.fetch()), be);
+        }
+        if let Some(be) = plan.downcast_ref::<BeFragmentExec>() {
+            // The backend part becomes its own fragment behind an exchange.
+            let frag_idx = self.fragments.len();
+            self.fragments.push(Fragment {
+                partition: be.info.distribution.clone(),
+                sink_exchange: None,
+                root: None,
+            });
+            let root = match be.fragments().first() {
+                Some((_, p)) => self.be_node(p, &be.info, limit),
+                None => self.scan_node(&be.info, vec![], limit),
+            };
+            let id = self.alloc();
+            self.fragments[frag_idx].root = Some(root);
+            self.fragments[frag_idx].sink_exchange = Some(id);
+            return RChild::Exchange { id, fragment: frag_idx };
+        }
+        let children: Vec<RChild> = plan.children().iter().map(|c| self.node(c, None, be)).collect();
+        let mut attrs = vec![];
+        let name = if let Some(a) = plan.downcast_ref::<AggregateExec>() {
+            let out: Vec<String> = a.aggr_expr().iter().map(|e| e.name().to_string()).collect();
+            attrs.push(format!("output: {}", out.join(", ")));
+            let g: Vec<String> = a.group_expr().expr().iter().map(|(_, n)| n.clone()).collect();
+            attrs.push(format!("group by: {}", g.join(", ")));
+            match a.mode() {
+                AggregateMode::Partial => "VAGGREGATE (update serialize)",
+                AggregateMode::Final | AggregateMode::FinalPartitioned => "VAGGREGATE (merge finalize)",
+                _ => "VAGGREGATE (update finalize)",
+            }
+            .to_string()
+        } else if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
+            let dist = match j.partition_mode() {
+                PartitionMode::CollectLeft => "BROADCAST",
+                _ => "PARTITIONED",
+            };
+            attrs.push(format!(
+                "join op: {} JOIN({dist})[]",
+                format!("{:?}", j.join_type()).to_uppercase()
+            ));
+            for (l, r) in j.on() {
+                attrs.push(format!("equal join conjunct: ({l} = {r})"));
+            }
+            "VHASH JOIN".to_string()
+        } else if let Some(s) = plan.downcast_ref::<SortExec>() {
+            attrs.push(format!("order by: {}", s.expr()));
+            match s.fetch() {
+                Some(n) => {
+                    attrs.push(format!("limit: {n}"));
+                    "VTOP-N".to_string()
+                }
+                None => "VSORT".to_string(),
+            }
+        } else if let Some(f) = plan.downcast_ref::<FilterExec>() {
+            attrs.push(format!("predicates: {}", f.predicate()));
+            "VSELECT".to_string()
+        } else {
+            match plan.name() {
+                "NestedLoopJoinExec" | "CrossJoinExec" => "VNESTED LOOP JOIN".into(),
+                "BoundedWindowAggExec" | "WindowAggExec" => "VANALYTIC EVAL".into(),
+                "UnionExec" | "PlaceholderRowExec" | "ProjectionExec" => "VUNION".into(),
+                "EmptyExec" => "VEMPTYSET".into(),
+                "SortPreservingMergeExec" => "VMERGING-EXCHANGE".into(),
+                "DataSinkExec" => "OlapTableSink".into(),
+                other => other.to_string(),
+            }
+        };
+        if let Some(l) = limit {
+            attrs.push(format!("limit: {l}"));
+        }
+        let id = self.alloc();
+        RChild::Node(RNode {
+            id,
+            name,
+            attrs,
+            children,
+        })
+    }
+
+    /// Renders a backend fragment: projection/filter fold into the scan.
+    fn be_node(&mut self, plan: &Arc<dyn ExecutionPlan>, info: &FragmentInfo, limit: Option<usize>) -> RNode {
+        match self.node(plan, limit, Some(info)) {
+            RChild::Node(n) => n,
+            RChild::Exchange { .. } => self.scan_node(info, vec![], limit),
+        }
+    }
+
+    fn scan_node(&mut self, info: &FragmentInfo, predicates: Vec<String>, limit: Option<usize>) -> RNode {
+        let mut attrs = vec![format!("TABLE: {}({}), PREAGGREGATION: ON", info.table, info.table_name)];
+        if !predicates.is_empty() {
+            attrs.push(format!("PREDICATES: {}", predicates.join(" AND ")));
+        }
+        attrs.push(format!(
+            "partitions={}/{} ({})",
+            info.partitions.len(),
+            info.total_partitions,
+            info.partitions.join(",")
+        ));
+        attrs.push(format!("tablets={}/{}", info.tablets, info.total_tablets));
+        if let Some(l) = limit {
+            attrs.push(format!("limit: {l}"));
+        }
+        attrs.push("pushAggOp=NONE".into());
+        let id = self.alloc();
+        RNode {
+            id,
+            name: "VOlapScanNode".into(),
+            attrs,
+            children: vec![],
+        }
+    }
+}
+
+fn render_node(child: &RChild, indent: &str, out: &mut Vec<String>) {
+    match child {
+        RChild::Exchange { id, .. } => {
+            out.push(format!("{indent}{id}:VEXCHANGE"));
+            out.push(format!("{indent}   offset: 0"));
+        }
+        RChild::Node(n) => {
+            out.push(format!("{indent}{}:{}", n.id, n.name));
+            let rail = if n.children.is_empty() { "   " } else { "|  " };
+            for a in &n.attrs {
+                out.push(format!("{indent}{rail}{a}"));
+            }
+            if n.children.is_empty() {
+                return;
+            }
+            out.push(format!("{indent}|"));
+            // Build sides hang off `|----`, the probe side continues below.
+            for c in n.children.iter().skip(1).rev() {
+                let mut sub = vec![];
+                render_node(c, "", &mut sub);
+                for (i, l) in sub.iter().enumerate() {
+                    if i == 0 {
+                        out.push(format!("{indent}|----{l}"));
+                    } else {
+                        out.push(format!("{indent}|    {l}"));
+                    }
+                }
+                out.push(format!("{indent}|"));
+            }
+            render_node(&n.children[0], indent, out);
+        }
+    }
+}
+
+/// Renders the plan as Doris-style EXPLAIN lines.
+pub fn explain_lines(plan: &Arc<dyn ExecutionPlan>, output_names: &[String]) -> Vec<String> {
+    let mut b = Builder {
+        fragments: vec![Fragment {
+            partition: "UNPARTITIONED".into(),
+            sink_exchange: None,
+            root: None,
+        }],
+        next_id: 0,
+    };
+    let root = b.node(plan, None, None);
+    let mut out = vec![];
+    for (i, f) in b.fragments.iter().enumerate() {
+        out.push(format!("PLAN FRAGMENT {i}"));
+        if i == 0 {
+            out.push("  OUTPUT EXPRS:".into());
+            for n in output_names {
+                out.push(format!("    {n}"));
+            }
+        }
+        out.push(format!("  PARTITION: {}", f.partition));
+        out.push(String::new());
+        out.push("  HAS_COLO_PLAN_NODE: false".into());
+        out.push(String::new());
+        if i == 0 {
+            out.push("  VRESULT SINK".into());
+            out.push("     MYSQL_PROTOCAL".into());
+        } else {
+            out.push("  STREAM DATA SINK".into());
+            out.push(format!("    EXCHANGE ID: {:02}", f.sink_exchange.unwrap_or(0)));
+            out.push("    UNPARTITIONED".into());
+        }
+        out.push(String::new());
+        let mut lines = vec![];
+        if i == 0 {
+            render_node(&root, "  ", &mut lines);
+        } else if let Some(r) = &f.root {
+            render_node(&RChild::Node(clone_shallow(r)), "  ", &mut lines);
+        }
+        out.extend(lines);
+        out.push(String::new());
+    }
+    out
+}
+
+fn clone_shallow(n: &RNode) -> RNode {
+    RNode {
+        id: n.id,
+        name: n.name.clone(),
+        attrs: n.attrs.clone(),
+        children: n
+            .children
+            .iter()
+            .map(|c| match c {
+                RChild::Node(x) => RChild::Node(clone_shallow(x)),
+                RChild::Exchange { id, fragment } => RChild::Exchange {
+                    id: *id,
+                    fragment: *fragment,
+                },
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,281 @@
+//! Planning with DataFusion over the Tethys catalog.
+//!
+//! Every statement gets a DataFusion `SessionContext` configured from the
+//! session (batch size, parallelism, time zone, current database) whose
+//! catalog `internal` exposes Tethys tables. A table scan becomes a
+//! [`remote::BeFragmentExec`]: the part of the plan that runs on backends
+//! (scan, filter, projection), serialized and sent over Arrow Flight.
+
+pub mod explain;
+pub mod remote;
+pub mod routing;
+pub mod sink;
+pub mod table;
+
+use std::sync::{Arc, Mutex};
+
+use arrow::datatypes::DataType;
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
+use datafusion::common::ScalarValue;
+use datafusion::error::Result as DfResult;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::variable::{VarProvider, VarType};
+use tethys_common::functions::ConstFn;
+use tethys_common::{Result, TethysError};
+
+use crate::frontend::Frontend;
+use crate::session::{Session, Variables};
+
+/// Name of the internal catalog, as in Doris.
+pub const INTERNAL_CATALOG: &str = "internal";
+
+/// What an INSERT reports back for the OK packet.
+#[derive(Debug, Clone)]
+pub struct InsertOutcome {
+    pub label: String,
+    pub txn_id: i64,
+    pub status: String,
+}
+
+/// Facts one statement carries into planning and execution.
+#[derive(Debug)]
+pub struct StatementCtx {
+    pub query_id: String,
+    pub label: Option<String>,
+    pub batch_size: usize,
+    pub time_zone: String,
+    pub strict: bool,
+    pub outcome: Mutex<Option<InsertOutcome>>,
+}
+
+/// Builds the DataFusion context of one statement.
+pub fn statement_context(fe: &Arc<Frontend>, session: &Session, stmt: Arc<StatementCtx>) -> Result<SessionContext> {
+    let vars = &session.vars;
+    let mut config = SessionConfig::new()
+        .with_batch_size(vars.batch_size())
+        .with_target_partitions(vars.parallelism())
+        .with_information_schema(true)
+        .with_default_catalog_and_schema(INTERNAL_CATALOG, session.database.clone().unwrap_or_default())
+        .with_create_default_catalog_and_schema(false);
+    config
+        .options_mut()
+        .set("datafusion.sql_parser.dialect", "mysql")
+        .map_err(TethysError::from)?;
+    config.options_mut().execution.time_zone = Some(tz_offset_name(&vars.time_zone()));
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(PushPartialAggToBackend))
+        .build();
+    let mut ctx = SessionContext::new_with_state(state);
+    tethys_common::functions::register_all(&mut ctx)?;
+    let db = session.database.clone();
+    ctx.register_udf(ConstFn::new("database", ScalarValue::Utf8(db.clone())));
+    ctx.register_udf(ConstFn::new("schema", ScalarValue::Utf8(db)));
+    let who = ScalarValue::Utf8(Some(format!("'{}'@'{}'", session.user, session.client_host)));
+    ctx.register_udf(ConstFn::new("user", who.clone()));
+    ctx.register_udf(ConstFn::new("current_user", who.clone()));
+    ctx.register_udf(ConstFn::new("session_user", who));
+    ctx.register_udf(ConstFn::new("connection_id", ScalarValue::Int64(Some(session.conn_id as i64))));
+    ctx.register_udf(ConstFn::new(
+        "version",
+        ScalarValue::Utf8(Some(tethys_common::config::MYSQL_SERVER_VERSION.into())),
+    ));
+    ctx.register_udf(ConstFn::new("last_insert_id", ScalarValue::Int64(Some(0))));
+    ctx.register_variable(VarType::System, Arc::new(SystemVars(vars.clone())));
+    ctx.register_variable(
+        VarType::UserDefined,
+        Arc::new(UserVars(session.user_vars.clone().into_iter().collect())),
+    );
+    ctx.register_catalog(
+        INTERNAL_CATALOG,
+        Arc::new(TethysCatalog {
+            fe: fe.clone(),
+            stmt,
+        }),
+    );
+    Ok(ctx)
+}
+
+/// DataFusion wants an offset or an IANA name it knows; `UTC` becomes `+00:00`.
+pub fn tz_offset_name(tz: &str) -> String {
+    if tz.eq_ignore_ascii_case("utc") || tz.eq_ignore_ascii_case("system") || tz.eq_ignore_ascii_case("gmt") {
+        "+00:00".into()
+    } else {
+        tz.to_string()
+    }
+}
+
+/// `@@var` lookups.
+#[derive(Debug)]
+struct SystemVars(Variables);
+
+fn var_name(names: &[String]) -> String {
+    let last = names.last().cloned().unwrap_or_default();
+    last.trim_start_matches("@@")
+        .trim_start_matches("session.")
+        .trim_start_matches("global.")
+        .trim_start_matches("local.")
+        .to_ascii_lowercase()
+}
+
+impl VarProvider for SystemVars {
+    fn get_value(&self, var_names: Vec<String>) -> DfResult<ScalarValue> {
+        let name = var_name(&var_names);
+        match self.0.get(&name) {
+            Some(v) if Variables::is_int(&name) => Ok(ScalarValue::Int64(v.parse().ok())),
+            Some(v) => Ok(ScalarValue::Utf8(Some(v))),
+            None => Err(TethysError::UnknownVariable(name).into()),
+        }
+    }
+
+    fn get_type(&self, var_names: &[String]) -> Option<DataType> {
+        let name = var_name(var_names);
+        self.0.get(&name)?;
+        Some(if Variables::is_int(&name) {
+            DataType::Int64
+        } else {
+            DataType::Utf8
+        })
+    }
+}
+
+/// `@var` lookups.
+#[derive(Debug)]
+struct UserVars(std::collections::BTreeMap<String, String>);
+
+impl VarProvider for UserVars {
+    fn get_value(&self, var_names: Vec<String>) -> DfResult<ScalarValue> {
+        let name = var_names.last().cloned().unwrap_or_default();
+        Ok(ScalarValue::Utf8(
+            self.0.get(name.trim_start_matches('@').to_ascii_lowercase().as_str()).cloned(),
+        ))
+    }
+
+    fn get_type(&self, _var_names: &[String]) -> Option<DataType> {
+        Some(DataType::Utf8)
+    }
+}
+
+/// The `internal` catalog: one schema per database.
+#[derive(Debug)]
+struct TethysCatalog {
+    fe: Arc<Frontend>,
+    stmt: Arc<StatementCtx>,
+}
+
+impl CatalogProvider for TethysCatalog {
+
+    fn schema_names(&self) -> Vec<String> {
+        self.fe.catalog.read().databases.keys().cloned().collect()
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        let db = self.fe.catalog.read().database(name)?.name.clone();
+        Some(Arc::new(TethysSchema {
+            fe: self.fe.clone(),
+            db,
+            stmt: self.stmt.clone(),
+        }))
+    }
+}
+
+/// One database as a DataFusion schema.
+#[derive(Debug)]
+struct TethysSchema {
+    fe: Arc<Frontend>,
+    db: String,
+    stmt: Arc<StatementCtx>,
+}
+
+#[async_trait]
+impl SchemaProvider for TethysSchema {
+
+    fn table_names(&self) -> Vec<String> {
+        self.fe
+            .catalog
+            .read()
+            .database(&self.db)
+            .map(|d| d.tables.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        let table = {
+            let state = self.fe.catalog.read();
+            state.database(&self.db).and_then(|d| d.table(name)).cloned()
+        };
+        Ok(match table {
+            Some(t) => Some(Arc::new(table::OlapTable::new(
+                self.fe.clone(),
+                self.db.clone(),
+                t,
+                self.stmt.clone(),
+            )?)),
+            None => None,
+        })
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.fe
+            .catalog
+            .read()
+            .database(&self.db)
+            .is_some_and(|d| d.table(name).is_some())
+    }
+}
+
+/// Moves the first (partial) phase of an aggregation into the backend
+/// fragments under it, so backends aggregate their tablets and send partial
+/// states instead of rows (Doris' `update serialize` / `merge finalize`).
+#[derive(Debug)]
+pub struct PushPartialAggToBackend;
+
+impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToBackend {
+    fn optimize(
+        &self,
+        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        _config: &datafusion::config::ConfigOptions,
+    ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+        use datafusion::physical_plan::repartition::RepartitionExec;
+        plan.transform_up(|node| {
+            let Some(agg) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            if *agg.mode() != AggregateMode::Partial {
+                return Ok(Transformed::no(node));
+            }
+            let mut input = agg.input().clone();
+            while let Some(r) = input.downcast_ref::<RepartitionExec>() {
+                if matches!(r.partitioning(), datafusion::physical_plan::Partitioning::RoundRobinBatch(_))
+                {
+                    input = r.input().clone();
+                } else {
+                    break;
+                }
+            }
+            let Some(be) = input.downcast_ref::<remote::BeFragmentExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let agg_node = node.clone();
+            let pushed = be.map_fragments(node.schema(), |frag| {
+                #[allow(deprecated)]
+                agg_node.clone().with_new_children(vec![frag])
+            })?;
+            Ok(Transformed::yes(Arc::new(pushed) as Arc<dyn datafusion::physical_plan::ExecutionPlan>))
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "push_partial_agg_to_backend"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}

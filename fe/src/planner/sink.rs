@@ -1,0 +1,293 @@
+//! `OlapSink`: INSERT into a Tethys table as one load transaction.
+//!
+//! Rows are checked against the schema (NOT NULL, string length, a partition
+//! for the value), routed to tablets (partition by range, bucket by hash),
+//! buffered per tablet and sent to the tablet's backend; then the transaction
+//! is committed and published. Any failure aborts it: nothing becomes
+//! visible and the backends discard what they wrote.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
+use arrow::compute::take_record_batch;
+use arrow::datatypes::{DataType, SchemaRef};
+use async_trait::async_trait;
+use datafusion::datasource::sink::DataSink;
+use datafusion::error::Result as DfResult;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
+use futures::StreamExt;
+use tethys_common::config::SEGMENT_FLUSH_ROWS;
+use tethys_common::{Result, TethysError};
+
+use super::routing::{bucket_hashes, partition_keys};
+use super::{InsertOutcome, StatementCtx};
+use crate::catalog::{Distribution, Table};
+use crate::frontend::Frontend;
+
+/// Rows buffered across all tablets before the largest buffers are sent.
+const MAX_BUFFERED_ROWS: usize = 1 << 20;
+
+#[derive(Debug)]
+pub struct OlapSink {
+    fe: Arc<Frontend>,
+    db: String,
+    table: Table,
+    schema: SchemaRef,
+    stmt: Arc<StatementCtx>,
+}
+
+impl OlapSink {
+    pub fn new(fe: Arc<Frontend>, db: String, table: Table, schema: SchemaRef, stmt: Arc<StatementCtx>) -> Self {
+        OlapSink {
+            fe,
+            db,
+            table,
+            schema,
+            stmt,
+        }
+    }
+}
+
+impl DisplayAs for OlapSink {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "OlapTableSink: {}.{}", self.db, self.table.name)
+    }
+}
+
+/// Where one tablet's rows go.
+struct TabletTarget {
+    tablet_id: i64,
+    backend_id: i64,
+    table_id: i64,
+    partition_id: i64,
+}
+
+struct Buffers {
+    by_tablet: HashMap<i64, (Vec<RecordBatch>, usize)>,
+    total: usize,
+}
+
+impl OlapSink {
+    /// Checks a batch against the schema; returns a data-quality error naming
+    /// the first offending column.
+    fn validate(&self, batch: &RecordBatch) -> Result<()> {
+        for (i, col) in self.table.schema.columns.iter().enumerate() {
+            let arr = batch.column(i);
+            if !col.nullable && arr.null_count() > 0 {
+                return Err(TethysError::DataQuality(format!(
+                    "Insert has filtered data in strict mode: column '{}' is NOT NULL but a row has NULL",
+                    col.name
+                )));
+            }
+            if let Some(max) = col.column_type.max_len()
+                && arr.data_type() == &DataType::Utf8
+            {
+                let s = arr.as_string::<i32>();
+                if let Some(v) = s.iter().flatten().find(|v| v.len() > max) {
+                    return Err(TethysError::DataQuality(format!(
+                        "Insert has filtered data in strict mode: value of {} bytes is too long for column '{}' {} ('{}')",
+                        v.len(),
+                        col.name,
+                        col.column_type.desc(),
+                        v.chars().take(32).collect::<String>()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits a batch by destination tablet.
+    fn route(&self, batch: &RecordBatch, seq: &mut usize) -> Result<Vec<(TabletTarget, RecordBatch)>> {
+        let n = batch.num_rows();
+        let part_idx: Vec<usize> = match &self.table.partition_column {
+            Some(col) => {
+                let ci = self
+                    .table
+                    .schema
+                    .index_of(col)
+                    .ok_or_else(|| TethysError::Internal(format!("partition column {col} missing")))?;
+                let keys = partition_keys(batch.column(ci));
+                let mut out = Vec::with_capacity(n);
+                for (row, k) in keys.iter().enumerate() {
+                    let p = k.and_then(|k| {
+                        self.table.partitions.iter().position(|p| match p.range {
+                            Some((lo, hi)) => lo <= crate::catalog::Bound::Value(k) && crate::catalog::Bound::Value(k) < hi,
+                            None => true,
+                        })
+                    });
+                    match p {
+                        Some(p) => out.push(p),
+                        None => {
+                            let shown = arrow::util::display::array_value_to_string(batch.column(ci), row)
+                                .unwrap_or_default();
+                            return Err(TethysError::DataQuality(format!(
+                                "Insert has filtered data in strict mode: no partition for this tuple: {col}={shown}"
+                            )));
+                        }
+                    }
+                }
+                out
+            }
+            None => vec![0; n],
+        };
+        let buckets: Vec<usize> = match &self.table.distribution {
+            Distribution::Hash { columns, buckets } => {
+                let cols = columns
+                    .iter()
+                    .map(|c| {
+                        self.table
+                            .schema
+                            .index_of(c)
+                            .map(|i| batch.column(i))
+                            .ok_or_else(|| TethysError::Internal(format!("bucket column {c} missing")))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                bucket_hashes(&cols, n)
+                    .into_iter()
+                    .map(|h| (h % buckets) as usize)
+                    .collect()
+            }
+            Distribution::Random { buckets } => {
+                // Spread batches over the buckets in turn.
+                *seq += 1;
+                vec![*seq % *buckets as usize; n]
+            }
+        };
+        let mut groups: HashMap<(usize, usize), Vec<u32>> = HashMap::new();
+        for row in 0..n {
+            groups.entry((part_idx[row], buckets[row])).or_default().push(row as u32);
+        }
+        let mut out = vec![];
+        for ((p, b), rows) in groups {
+            let part = &self.table.partitions[p];
+            let tab = part.tablets.get(b).ok_or_else(|| {
+                TethysError::Internal(format!("partition {} has no bucket {b}", part.name))
+            })?;
+            let idx = UInt32Array::from(rows);
+            out.push((
+                TabletTarget {
+                    tablet_id: tab.id,
+                    backend_id: tab.backend_id,
+                    table_id: self.table.id,
+                    partition_id: part.id,
+                },
+                take_record_batch(batch, &idx)?,
+            ));
+        }
+        Ok(out)
+    }
+
+    async fn send(&self, txn_id: i64, tablet_id: i64, backend_id: i64, batches: Vec<RecordBatch>) -> Result<()> {
+        let be = self
+            .fe
+            .catalog
+            .read()
+            .backends
+            .get(&backend_id)
+            .cloned()
+            .ok_or_else(|| TethysError::Internal(format!("backend {backend_id} is not registered")))?;
+        self.fe.pool.get(&be)?.write(txn_id, tablet_id, batches).await?;
+        Ok(())
+    }
+
+    async fn load(&self, txn_id: i64, mut data: SendableRecordBatchStream) -> Result<(u64, BTreeSet<(i64, i64)>)> {
+        let mut buf = Buffers {
+            by_tablet: HashMap::new(),
+            total: 0,
+        };
+        let mut backend_of: HashMap<i64, i64> = HashMap::new();
+        let mut touched = BTreeSet::new();
+        let mut rows = 0u64;
+        let mut seq = 0usize;
+        while let Some(batch) = data.next().await {
+            let batch = batch?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
+                .map_err(|e| TethysError::Analysis(format!("rows do not fit the table: {e}")))?;
+            self.validate(&batch)?;
+            rows += batch.num_rows() as u64;
+            for (t, b) in self.route(&batch, &mut seq)? {
+                touched.insert((t.table_id, t.partition_id));
+                backend_of.insert(t.tablet_id, t.backend_id);
+                let e = buf.by_tablet.entry(t.tablet_id).or_default();
+                e.1 += b.num_rows();
+                buf.total += b.num_rows();
+                e.0.push(b);
+                if e.1 >= SEGMENT_FLUSH_ROWS {
+                    let (batches, n) = std::mem::take(e);
+                    buf.total -= n;
+                    self.send(txn_id, t.tablet_id, t.backend_id, batches).await?;
+                }
+            }
+            while buf.total > MAX_BUFFERED_ROWS {
+                let Some((&tid, _)) = buf.by_tablet.iter().max_by_key(|(_, v)| v.1) else {
+                    break;
+                };
+                if let Some((batches, n)) = buf.by_tablet.remove(&tid) {
+                    buf.total -= n;
+                    self.send(txn_id, tid, backend_of[&tid], batches).await?;
+                }
+            }
+        }
+        for (tid, (batches, _)) in buf.by_tablet {
+            if !batches.is_empty() {
+                self.send(txn_id, tid, backend_of[&tid], batches).await?;
+            }
+        }
+        Ok((rows, touched))
+    }
+}
+
+#[async_trait]
+impl DataSink for OlapSink {
+
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    async fn write_all(&self, data: SendableRecordBatchStream, _context: &Arc<TaskContext>) -> DfResult<u64> {
+        let txn = self
+            .fe
+            .txn
+            .begin(&self.db, self.stmt.label.clone(), "INSERT_STREAMING")?;
+        let result = match self.load(txn.id, data).await {
+            Ok((rows, touched)) => {
+                if rows == 0 {
+                    Ok(0)
+                } else {
+                    self.fe.txn.commit_and_publish(txn.id, &touched).await.map(|_| rows)
+                }
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(rows) => {
+                if rows == 0 {
+                    let _ = self.fe.txn.abort(txn.id, "no rows to insert").await;
+                }
+                *self.stmt.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(InsertOutcome {
+                    label: txn.label.clone(),
+                    txn_id: txn.id,
+                    status: if rows == 0 { "ABORTED".into() } else { "VISIBLE".into() },
+                });
+                Ok(rows)
+            }
+            Err(e) => {
+                let committed = matches!(
+                    self.fe.catalog.read().txns.get(&txn.id).map(|t| t.state),
+                    Some(crate::catalog::TxnState::Committed)
+                );
+                if !committed {
+                    let _ = self.fe.txn.abort(txn.id, &e.to_string()).await;
+                }
+                Err(e.into())
+            }
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! `OlapTable`: a Tethys table as a DataFusion `TableProvider`.
+//!
+//! `scan` prunes partitions (range of the partition column against the
+//! filters) and buckets (equality on every hash column), then builds the
+//! backend fragment `Projection(Filter(OlapScan))` for the surviving tablets
+//! at their partitions' visible versions. `insert_into` returns a sink that
+//! loads rows in one transaction.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray, UInt64Array};
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::pruning::PruningStatistics;
+use datafusion::common::{Column, DFSchema, ScalarValue};
+use datafusion::datasource::TableType;
+use datafusion::error::Result as DfResult;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::utils::{conjunction, split_conjunction};
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::datasource::sink::DataSinkExec;
+use tethys_common::plan::OlapScanExec;
+use tethys_common::types::ColumnType;
+use tethys_common::TethysError;
+use tethys_proto::{OlapScanNodePb, TabletVersion};
+
+use super::StatementCtx;
+use super::remote::{BeFragmentExec, FragmentInfo};
+use super::routing::bucket_hashes;
+use super::sink::OlapSink;
+use crate::catalog::{Bound, Distribution, Partition, Table};
+use crate::frontend::Frontend;
+
+/// A table snapshot as DataFusion sees it.
+#[derive(Debug)]
+pub struct OlapTable {
+    fe: Arc<Frontend>,
+    db: String,
+    table: Table,
+    schema: SchemaRef,
+    defaults: HashMap<String, Expr>,
+    stmt: Arc<StatementCtx>,
+}
+
+impl OlapTable {
+    pub fn new(fe: Arc<Frontend>, db: String, table: Table, stmt: Arc<StatementCtx>) -> DfResult<Self> {
+        let schema = table.schema.arrow_schema();
+        let mut defaults = HashMap::new();
+        for c in &table.schema.columns {
+            if let Some(d) = &c.default {
+                let e = match d.as_str() {
+                    "CURRENT_TIMESTAMP" => datafusion::functions::expr_fn::now(),
+                    "CURRENT_DATE" => datafusion::functions::expr_fn::current_date(),
+                    v => Expr::Literal(ScalarValue::Utf8(Some(v.to_string())), None),
+                };
+                defaults.insert(
+                    c.name.to_lowercase(),
+                    datafusion::logical_expr::cast(e, c.column_type.arrow_type()),
+                );
+            }
+        }
+        Ok(OlapTable {
+            fe,
+            db,
+            table,
+            schema,
+            defaults,
+            stmt,
+        })
+    }
+}
+
+/// Range-partition bounds as zone maps, for `PruningPredicate`.
+struct PartitionStats<'a> {
+    column: String,
+    ty: ColumnType,
+    arrow_type: arrow::datatypes::DataType,
+    parts: &'a [Partition],
+}
+
+impl PartitionStats<'_> {
+    fn bound(&self, b: Bound, is_max: bool) -> ScalarValue {
+        let v = match b {
+            Bound::Value(v) if is_max => Some(v - 1),
+            Bound::Value(v) => Some(v),
+            _ => None,
+        };
+        let null = ScalarValue::try_from(&self.arrow_type).unwrap_or(ScalarValue::Null);
+        let Some(v) = v else { return null };
+        match self.ty {
+            ColumnType::TinyInt => ScalarValue::Int8(Some(v as i8)),
+            ColumnType::SmallInt => ScalarValue::Int16(Some(v as i16)),
+            ColumnType::Int => ScalarValue::Int32(Some(v as i32)),
+            ColumnType::BigInt => ScalarValue::Int64(Some(v as i64)),
+            ColumnType::LargeInt => ScalarValue::Decimal128(Some(v), 38, 0),
+            ColumnType::Date => ScalarValue::Date32(Some(v as i32)),
+            ColumnType::DateTime { .. } => ScalarValue::TimestampMicrosecond(Some(v as i64), None),
+            _ => null,
+        }
+    }
+
+    fn bounds(&self, column: &Column, max: bool) -> Option<ArrayRef> {
+        if !column.name().eq_ignore_ascii_case(&self.column) {
+            return None;
+        }
+        let vals = self.parts.iter().map(|p| match p.range {
+            Some((lo, hi)) => self.bound(if max { hi } else { lo }, max),
+            None => self.bound(Bound::Min, max),
+        });
+        ScalarValue::iter_to_array(vals).ok()
+    }
+}
+
+impl PruningStatistics for PartitionStats<'_> {
+    fn min_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.bounds(column, false)
+    }
+    fn max_values(&self, column: &Column) -> Option<ArrayRef> {
+        self.bounds(column, true)
+    }
+    fn num_containers(&self) -> usize {
+        self.parts.len()
+    }
+    fn null_counts(&self, _column: &Column) -> Option<ArrayRef> {
+        None
+    }
+    fn row_counts(&self) -> Option<ArrayRef> {
+        None::<UInt64Array>.map(|a| Arc::new(a) as ArrayRef)
+    }
+    fn contained(&self, _column: &Column, _values: &HashSet<ScalarValue>) -> Option<BooleanArray> {
+        None
+    }
+}
+
+/// `col = literal` conjuncts, by lower-cased column name.
+fn equalities(filters: &[Expr]) -> HashMap<String, ScalarValue> {
+    let mut out = HashMap::new();
+    for f in filters {
+        for e in split_conjunction(f) {
+            if let Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Eq,
+                right,
+            }) = e
+            {
+                let pair = match (left.as_ref(), right.as_ref()) {
+                    (Expr::Column(c), Expr::Literal(v, _)) | (Expr::Literal(v, _), Expr::Column(c)) => {
+                        Some((c.name.to_lowercase(), v.clone()))
+                    }
+                    (Expr::Column(c), Expr::Cast(cast)) | (Expr::Cast(cast), Expr::Column(c)) => match cast.expr.as_ref() {
+                        Expr::Literal(v, _) => v.cast_to(cast.field.data_type()).ok().map(|v| (c.name.to_lowercase(), v)),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some((c, v)) = pair
+                    && !v.is_null()
+                {
+                    out.insert(c, v);
+                }
+            }
+        }
+    }
+    out
+}
+
+impl OlapTable {
+    /// Partitions that can hold rows matching `predicate`.
+    fn prune_partitions(&self, predicate: Option<&Arc<dyn PhysicalExpr>>) -> DfResult<Vec<&Partition>> {
+        let parts = &self.table.partitions;
+        let (Some(col), Some(ty), Some(pred)) =
+            (&self.table.partition_column, self.table.partition_column_type(), predicate)
+        else {
+            return Ok(parts.iter().collect());
+        };
+        let Some(pp) = PruningPredicateBuilder::new()
+            .with_file_schema(self.schema.clone())
+            .build(pred.clone())
+        else {
+            return Ok(parts.iter().collect());
+        };
+        let stats = PartitionStats {
+            column: col.to_lowercase(),
+            ty,
+            arrow_type: ty.arrow_type(),
+            parts,
+        };
+        let keep = pp.prune(&stats)?;
+        Ok(parts.iter().zip(keep).filter(|(_, k)| *k).map(|(p, _)| p).collect())
+    }
+
+    /// The single bucket every matching row hashes to, if the filters pin
+    /// every hash column to a value.
+    fn prune_bucket(&self, filters: &[Expr]) -> Option<usize> {
+        let Distribution::Hash { columns, buckets } = &self.table.distribution else {
+            return None;
+        };
+        let eq = equalities(filters);
+        let mut arrays = vec![];
+        for c in columns {
+            let v = eq.get(&c.to_lowercase())?;
+            let idx = self.table.schema.index_of(c)?;
+            let ty = self.table.schema.columns[idx].column_type.arrow_type();
+            let v = v.cast_to(&ty).ok()?;
+            arrays.push(v.to_array().ok()?);
+        }
+        let refs: Vec<&ArrayRef> = arrays.iter().collect();
+        let h = bucket_hashes(&refs, 1)[0];
+        Some((h % buckets) as usize)
+    }
+}
+
+#[async_trait]
+impl TableProvider for OlapTable {
+
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn get_column_default(&self, column: &str) -> Option<&Expr> {
+        self.defaults.get(&column.to_lowercase())
+    }
+
+    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if f.is_volatile() {
+                    TableProviderFilterPushDown::Unsupported
+                } else {
+                    TableProviderFilterPushDown::Exact
+                }
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let full = self.schema.clone();
+        let df_schema = DFSchema::try_from(full.as_ref().clone())?;
+        let wanted: Vec<usize> = projection.cloned().unwrap_or_else(|| (0..full.fields().len()).collect());
+        // Columns to read: the projection plus what the filters reference.
+        let mut read: Vec<usize> = wanted.clone();
+        for f in filters {
+            for c in f.column_refs() {
+                if let Ok(i) = full.index_of(&c.name)
+                    && !read.contains(&i)
+                {
+                    read.push(i);
+                }
+            }
+        }
+        let full_pred = match conjunction(filters.to_vec()) {
+            Some(e) => Some(state.create_physical_expr(e, &df_schema)?),
+            None => None,
+        };
+        let parts = self.prune_partitions(full_pred.as_ref())?;
+        let bucket = self.prune_bucket(filters);
+        let state_cat = self.fe.catalog.read();
+        let mut by_backend: std::collections::BTreeMap<i64, Vec<TabletVersion>> = Default::default();
+        for p in &parts {
+            for (bi, t) in p.tablets.iter().enumerate() {
+                if bucket.is_some_and(|b| b != bi) {
+                    continue;
+                }
+                by_backend.entry(t.backend_id).or_default().push(TabletVersion {
+                    tablet_id: t.id,
+                    version: p.visible_version,
+                });
+            }
+        }
+        let selected_tablets: usize = by_backend.values().map(|v| v.len()).sum();
+        let read_schema = Arc::new(full.project(&read)?);
+        let read_df = DFSchema::try_from(read_schema.as_ref().clone())?;
+        let read_pred = match conjunction(filters.to_vec()) {
+            Some(e) => Some(state.create_physical_expr(e, &read_df)?),
+            None => None,
+        };
+        let target = state.config().target_partitions().max(1);
+        let mut fragments = vec![];
+        for (backend_id, tablets) in by_backend {
+            let be = state_cat.backends.get(&backend_id).cloned().ok_or_else(|| {
+                TethysError::Internal(format!("backend {backend_id} is not registered"))
+            })?;
+            let node = OlapScanNodePb {
+                database: self.db.clone(),
+                table: self.table.name.clone(),
+                schema: Some(self.table.schema.to_pb()),
+                projection: read.iter().map(|i| *i as u32).collect(),
+                partitions: tablets.len().clamp(1, target) as u32,
+                tablets,
+                partition_names: parts.iter().map(|p| p.name.clone()).collect(),
+                total_partitions: self.table.partitions.len() as u32,
+                total_tablets: self.table.tablet_count() as u32,
+                limit: limit.map(|l| l as u64),
+            };
+            let mut plan: Arc<dyn ExecutionPlan> = Arc::new(OlapScanExec::try_new(node)?);
+            if let Some(p) = &read_pred {
+                plan = Arc::new(FilterExec::try_new(p.clone(), plan)?);
+            }
+            if read.len() != wanted.len() {
+                let exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = wanted
+                    .iter()
+                    .enumerate()
+                    .map(|(i, _)| {
+                        let name = full.field(wanted[i]).name().clone();
+                        let e: Arc<dyn PhysicalExpr> =
+                            Arc::new(datafusion::physical_expr::expressions::Column::new(&name, i));
+                        (e, name)
+                    })
+                    .collect();
+                plan = Arc::new(ProjectionExec::try_new(exprs, plan)?);
+            }
+            fragments.push((be, plan));
+        }
+        drop(state_cat);
+        let out_schema = Arc::new(full.project(&wanted)?);
+        let info = FragmentInfo {
+            table: format!("{}.{}", self.db, self.table.name),
+            table_name: self.table.name.clone(),
+            partitions: parts.iter().map(|p| p.name.clone()).collect(),
+            total_partitions: self.table.partitions.len(),
+            tablets: selected_tablets,
+            total_tablets: parts.iter().map(|p| p.tablets.len()).sum(),
+            predicates: filters
+                .iter()
+                .map(|f| {
+                    datafusion::sql::unparser::expr_to_sql(f)
+                        .map(|e| e.to_string())
+                        .unwrap_or_else(|_| f.to_string())
+                })
+                .collect(),
+            distribution: match &self.table.distribution {
+                Distribution::Hash { columns, .. } => format!("HASH_PARTITIONED: {}", columns.join(", ")),
+                Distribution::Random { .. } => "RANDOM".into(),
+            },
+        };
+        Ok(Arc::new(BeFragmentExec::new(
+            self.fe.clone(),
+            out_schema,
+            fragments,
+            info,
+            self.stmt.clone(),
+        )))
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if insert_op != InsertOp::Append {
+            return Err(TethysError::NotSupported("INSERT OVERWRITE is not supported yet".into()).into());
+        }
+        let sink = OlapSink::new(
+            self.fe.clone(),
+            self.db.clone(),
+            self.table.clone(),
+            self.schema.clone(),
+            self.stmt.clone(),
+        );
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+    }
+}

@@ -1,0 +1,92 @@
+//! Starting a frontend: open the catalog, register backends, finish what a
+//! crash interrupted, then serve MySQL clients and HTTP.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+use tethys_common::{Result, TethysError};
+
+use crate::catalog::{BackendInfo, Catalog, EditOp};
+use crate::frontend::Frontend;
+
+/// How to start a frontend.
+#[derive(Debug, Clone)]
+pub struct FrontendConfig {
+    /// Metadata directory (image + edit log).
+    pub meta_dir: PathBuf,
+    pub query_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    /// Backends to register at start (host, rpc port, http port).
+    pub backends: Vec<(String, u16, u16)>,
+}
+
+/// Opens the catalog and brings backends in line with it.
+pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
+    let catalog = Arc::new(Catalog::open(&cfg.meta_dir)?);
+    for (host, rpc, http) in &cfg.backends {
+        catalog.mutate(|state, ids| {
+            if let Some(b) = state
+                .backends
+                .values()
+                .find(|b| &b.host == host && b.rpc_port == *rpc && b.http_port == *http)
+            {
+                return Ok((EditOp::AddBackend { backend: b.clone() }, ()));
+            }
+            // A standalone restart on new ports keeps the backend's id.
+            let id = match state.backends.keys().next() {
+                Some(id) if state.backends.len() == 1 && cfg.backends.len() == 1 => *id,
+                _ => ids.next(),
+            };
+            Ok((
+                EditOp::AddBackend {
+                    backend: BackendInfo {
+                        id,
+                        host: host.clone(),
+                        rpc_port: *rpc,
+                        http_port: *http,
+                    },
+                },
+                (),
+            ))
+        })?;
+    }
+    let fe = Frontend::new(catalog);
+    crate::ddl::ensure_all_tablets(&fe).await?;
+    fe.txn.recover().await?;
+    Ok(fe)
+}
+
+/// Serves MySQL and HTTP until `shutdown` resolves.
+pub async fn serve(
+    fe: Arc<Frontend>,
+    cfg: FrontendConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = tx.send(true);
+    });
+    let mut rx1 = rx.clone();
+    let mut rx2 = rx;
+    let http_listener = tokio::net::TcpListener::bind(cfg.http_addr)
+        .await
+        .map_err(|e| TethysError::io(format!("binding the FE http port {}", cfg.http_addr), e))?;
+    let app = Router::new().route(
+        "/api/health",
+        get(|| async { axum::Json(serde_json::json!({"status": "OK", "msg": "success"})) }),
+    );
+    let http = axum::serve(http_listener, app).with_graceful_shutdown(async move {
+        let _ = rx2.wait_for(|v| *v).await;
+    });
+    let mysql = crate::mysql::serve(fe, cfg.query_addr, async move {
+        let _ = rx1.wait_for(|v| *v).await;
+    });
+    let (a, b) = tokio::join!(mysql, http);
+    a?;
+    b.map_err(|e| TethysError::io("FE http server", e))?;
+    Ok(())
+}

@@ -1,0 +1,262 @@
+//! Per-connection session state: current database, user, and session
+//! variables with Doris' names and defaults.
+
+use std::collections::BTreeMap;
+
+use tethys_common::config::{DEFAULT_BATCH_SIZE, MYSQL_SERVER_VERSION, VERSION_COMMENT};
+use tethys_common::{Result, TethysError};
+
+/// A session variable's definition.
+struct VarDef {
+    name: &'static str,
+    default: &'static str,
+    kind: Kind,
+    read_only: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Int,
+    Bool,
+    Str,
+}
+
+const fn v(name: &'static str, default: &'static str, kind: Kind) -> VarDef {
+    VarDef {
+        name,
+        default,
+        kind,
+        read_only: false,
+    }
+}
+
+const fn ro(name: &'static str, default: &'static str, kind: Kind) -> VarDef {
+    VarDef {
+        name,
+        default,
+        kind,
+        read_only: true,
+    }
+}
+
+const BATCH_SIZE_DEFAULT: &str = {
+    // Kept in sync with DEFAULT_BATCH_SIZE by the unit test below.
+    "4064"
+};
+
+static VARS: &[VarDef] = &[
+    v("auto_increment_increment", "1", Kind::Int),
+    v("autocommit", "1", Kind::Int),
+    v("batch_size", BATCH_SIZE_DEFAULT, Kind::Int),
+    v("character_set_client", "utf8mb4", Kind::Str),
+    v("character_set_connection", "utf8mb4", Kind::Str),
+    v("character_set_results", "utf8mb4", Kind::Str),
+    v("character_set_server", "utf8mb4", Kind::Str),
+    v("collation_connection", "utf8mb4_0900_bin", Kind::Str),
+    v("collation_database", "utf8mb4_0900_bin", Kind::Str),
+    v("collation_server", "utf8mb4_0900_bin", Kind::Str),
+    v("default_order_by_limit", "-1", Kind::Int),
+    v("div_precision_increment", "4", Kind::Int),
+    v("enable_insert_strict", "true", Kind::Bool),
+    v("enable_profile", "false", Kind::Bool),
+    v("exec_mem_limit", "2147483648", Kind::Int),
+    ro("have_query_cache", "false", Kind::Bool),
+    v("init_connect", "", Kind::Str),
+    v("insert_timeout", "14400", Kind::Int),
+    v("interactive_timeout", "3600", Kind::Int),
+    ro("language", "/palo/share/english/", Kind::Str),
+    ro("license", "Apache License, Version 2.0", Kind::Str),
+    ro("lower_case_table_names", "0", Kind::Int),
+    v("max_allowed_packet", "16777216", Kind::Int),
+    v("max_execution_time", "900000", Kind::Int),
+    v("net_buffer_length", "16384", Kind::Int),
+    v("net_read_timeout", "600", Kind::Int),
+    v("net_write_timeout", "600", Kind::Int),
+    v("parallel_fragment_exec_instance_num", "8", Kind::Int),
+    v("parallel_pipeline_task_num", "0", Kind::Int),
+    ro("performance_schema", "OFF", Kind::Str),
+    v("query_cache_size", "1048576", Kind::Int),
+    v("query_cache_type", "0", Kind::Int),
+    v("query_timeout", "900", Kind::Int),
+    v("sql_mode", "ONLY_FULL_GROUP_BY", Kind::Str),
+    v("sql_select_limit", "9223372036854775807", Kind::Int),
+    v("sql_safe_updates", "0", Kind::Int),
+    ro("system_time_zone", "UTC", Kind::Str),
+    v("time_zone", "UTC", Kind::Str),
+    v("transaction_isolation", "REPEATABLE-READ", Kind::Str),
+    v("transaction_read_only", "0", Kind::Int),
+    v("tx_isolation", "REPEATABLE-READ", Kind::Str),
+    v("tx_read_only", "0", Kind::Int),
+    ro("version", MYSQL_SERVER_VERSION, Kind::Str),
+    ro("version_comment", VERSION_COMMENT, Kind::Str),
+    v("wait_timeout", "28800", Kind::Int),
+    v("storage_engine", "olap", Kind::Str),
+    v("default_storage_engine", "olap", Kind::Str),
+    v("event_scheduler", "OFF", Kind::Str),
+    v("sql_auto_is_null", "false", Kind::Bool),
+    v("sql_quote_show_create", "true", Kind::Bool),
+    v("runtime_filter_mode", "GLOBAL", Kind::Str),
+    v("enable_nereids_planner", "true", Kind::Bool),
+    v("group_commit", "off_mode", Kind::Str),
+];
+
+fn def(name: &str) -> Option<&'static VarDef> {
+    VARS.iter().find(|d| d.name.eq_ignore_ascii_case(name))
+}
+
+/// The variables of one session (and the server-wide globals).
+#[derive(Debug, Clone, Default)]
+pub struct Variables {
+    overrides: BTreeMap<String, String>,
+}
+
+impl Variables {
+    /// Current value of a variable, `None` if unknown.
+    pub fn get(&self, name: &str) -> Option<String> {
+        let d = def(name)?;
+        Some(self.overrides.get(d.name).cloned().unwrap_or_else(|| d.default.to_string()))
+    }
+
+    /// Sets a variable after validating the value.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let d = def(name).ok_or_else(|| TethysError::UnknownVariable(name.to_string()))?;
+        if d.read_only {
+            return Err(TethysError::Analysis(format!(
+                "Variable '{}' is a read only variable",
+                d.name
+            )));
+        }
+        let bad = || TethysError::WrongVariableValue(d.name.to_string(), value.to_string());
+        let value = if value.eq_ignore_ascii_case("default") {
+            d.default.to_string()
+        } else {
+            match d.kind {
+                Kind::Int => {
+                    let v = match value.to_ascii_lowercase().as_str() {
+                        "on" | "true" => 1,
+                        "off" | "false" => 0,
+                        s => s.parse::<i64>().map_err(|_| bad())?,
+                    };
+                    if d.name == "batch_size" && !(1..=65536).contains(&v) {
+                        return Err(bad());
+                    }
+                    if (d.name == "query_timeout" || d.name == "insert_timeout") && v <= 0 {
+                        return Err(bad());
+                    }
+                    v.to_string()
+                }
+                Kind::Bool => match value.to_ascii_lowercase().as_str() {
+                    "1" | "on" | "true" => "true".into(),
+                    "0" | "off" | "false" => "false".into(),
+                    _ => return Err(bad()),
+                },
+                Kind::Str => {
+                    if d.name == "time_zone" {
+                        tethys_common::functions::timezone::parse_tz(value)?;
+                    }
+                    if d.name == "group_commit" && value != "off_mode" {
+                        return Err(TethysError::NotSupported("group commit is not supported yet".into()));
+                    }
+                    value.to_string()
+                }
+            }
+        };
+        if value == d.default {
+            self.overrides.remove(d.name);
+        } else {
+            self.overrides.insert(d.name.to_string(), value);
+        }
+        Ok(())
+    }
+
+    /// Every variable: (name, value, default, changed).
+    pub fn all(&self) -> Vec<(String, String, String, bool)> {
+        VARS.iter()
+            .map(|d| {
+                let val = self.get(d.name).unwrap_or_default();
+                let changed = val != d.default;
+                (d.name.to_string(), val, d.default.to_string(), changed)
+            })
+            .collect()
+    }
+
+    /// Whether the variable is a known one whose values are integers.
+    pub fn is_int(name: &str) -> bool {
+        def(name).is_some_and(|d| d.kind == Kind::Int)
+    }
+
+    pub fn batch_size(&self) -> usize {
+        self.get("batch_size")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_BATCH_SIZE)
+    }
+
+    pub fn query_timeout_secs(&self) -> u64 {
+        self.get("query_timeout").and_then(|v| v.parse().ok()).unwrap_or(900)
+    }
+
+    pub fn insert_timeout_secs(&self) -> u64 {
+        self.get("insert_timeout").and_then(|v| v.parse().ok()).unwrap_or(14400)
+    }
+
+    pub fn parallelism(&self) -> usize {
+        let n: usize = self
+            .get("parallel_pipeline_task_num")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if n == 0 {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+        } else {
+            n
+        }
+    }
+
+    pub fn time_zone(&self) -> String {
+        self.get("time_zone").unwrap_or_else(|| "UTC".into())
+    }
+}
+
+/// One client session.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub conn_id: u32,
+    pub user: String,
+    pub client_host: String,
+    pub database: Option<String>,
+    pub vars: Variables,
+    pub user_vars: BTreeMap<String, String>,
+}
+
+impl Session {
+    pub fn new(conn_id: u32, user: String, client_host: String) -> Self {
+        Session {
+            conn_id,
+            user,
+            client_host,
+            database: None,
+            vars: Variables::default(),
+            user_vars: BTreeMap::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_validation() {
+        let mut v = Variables::default();
+        assert_eq!(v.batch_size(), DEFAULT_BATCH_SIZE);
+        assert_eq!(BATCH_SIZE_DEFAULT, DEFAULT_BATCH_SIZE.to_string());
+        v.set("batch_size", "1024").unwrap();
+        assert_eq!(v.batch_size(), 1024);
+        assert!(v.set("batch_size", "abc").is_err());
+        assert!(matches!(v.set("nope", "1"), Err(TethysError::UnknownVariable(_))));
+        v.set("time_zone", "Asia/Shanghai").unwrap();
+        assert!(v.set("time_zone", "Nowhere/City").is_err());
+        v.set("autocommit", "ON").unwrap();
+        assert_eq!(v.get("autocommit").unwrap(), "1");
+        assert!(v.set("version", "1").is_err());
+    }
+}

@@ -1,0 +1,235 @@
+//! Load transactions: begin (label checked) -> rows written to tablets as
+//! pending rowsets -> commit (versions assigned, logged) -> publish on every
+//! backend -> VISIBLE; or ABORTED, with the pending rowsets discarded.
+//!
+//! A commit is durable once its edit-log record is written; publishing is
+//! idempotent and is redone after a restart for transactions that were
+//! committed but not yet visible. Transactions still PREPARE at a restart are
+//! aborted, so an INSERT that never committed leaves nothing behind.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use tethys_common::{Result, TethysError};
+use tethys_proto::{AbortTxnRequest, PendingTxnsRequest, PublishVersionRequest, TabletVersion};
+
+use crate::backends::BackendPool;
+use crate::catalog::{Catalog, EditOp, PartitionVersion, TxnRecord, TxnState};
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Coordinates load transactions.
+#[derive(Debug)]
+pub struct TxnManager {
+    catalog: Arc<Catalog>,
+    pool: Arc<BackendPool>,
+    /// Serializes commit + publish so versions are published in order.
+    publish_lock: tokio::sync::Mutex<()>,
+}
+
+impl TxnManager {
+    pub fn new(catalog: Arc<Catalog>, pool: Arc<BackendPool>) -> Self {
+        TxnManager {
+            catalog,
+            pool,
+            publish_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Begins a transaction in `db`; a label already used by a transaction
+    /// that was not aborted is refused.
+    pub fn begin(&self, db: &str, label: Option<String>, source: &str) -> Result<TxnRecord> {
+        self.catalog.mutate(|state, ids| {
+            let id = ids.next();
+            let label = label.unwrap_or_else(|| format!("insert_{:x}{:08x}", now_ms(), id));
+            if let Some(t) = state
+                .txns
+                .values()
+                .find(|t| t.db == db && t.label == label && t.state != TxnState::Aborted)
+            {
+                return Err(TethysError::Analysis(format!(
+                    "[LABEL_ALREADY_EXISTS] Label [{label}] has already been used, relate to txn [{}], status [{}].",
+                    t.id,
+                    t.state.name()
+                )));
+            }
+            let txn = TxnRecord {
+                id,
+                label,
+                db: db.to_string(),
+                state: TxnState::Prepare,
+                source: source.to_string(),
+                versions: vec![],
+                prepare_time: now_ms(),
+                commit_time: 0,
+                finish_time: 0,
+                reason: String::new(),
+            };
+            Ok((EditOp::BeginTxn { txn: txn.clone() }, txn))
+        })
+    }
+
+    /// Commits and publishes a transaction that wrote to the given
+    /// (table id, partition id) pairs.
+    pub async fn commit_and_publish(&self, txn_id: i64, touched: &BTreeSet<(i64, i64)>) -> Result<()> {
+        let _g = self.publish_lock.lock().await;
+        self.catalog.mutate(|state, _| {
+            let txn = state
+                .txns
+                .get(&txn_id)
+                .ok_or_else(|| TethysError::Internal(format!("transaction {txn_id} not found")))?;
+            if txn.state != TxnState::Prepare {
+                return Err(TethysError::Analysis(format!(
+                    "transaction [{txn_id}] is {}, not PREPARE",
+                    txn.state.name()
+                )));
+            }
+            let mut versions = vec![];
+            for (table_id, partition_id) in touched {
+                let p = state
+                    .databases
+                    .values()
+                    .flat_map(|d| d.tables.values())
+                    .find(|t| t.id == *table_id)
+                    .and_then(|t| t.partitions.iter().find(|p| p.id == *partition_id))
+                    .ok_or_else(|| {
+                        TethysError::Analysis(format!(
+                            "partition {partition_id} was dropped while the load was running"
+                        ))
+                    })?;
+                versions.push(PartitionVersion {
+                    table_id: *table_id,
+                    partition_id: *partition_id,
+                    version: p.committed_version + 1,
+                });
+            }
+            Ok((
+                EditOp::CommitTxn {
+                    txn_id,
+                    versions,
+                    time: now_ms(),
+                },
+                (),
+            ))
+        })?;
+        self.publish(txn_id).await
+    }
+
+    /// Publishes a committed transaction on every backend, then makes it visible.
+    async fn publish(&self, txn_id: i64) -> Result<()> {
+        let plan: BTreeMap<i64, (crate::catalog::BackendInfo, Vec<TabletVersion>)> = {
+            let state = self.catalog.read();
+            let txn = state
+                .txns
+                .get(&txn_id)
+                .ok_or_else(|| TethysError::Internal(format!("transaction {txn_id} not found")))?;
+            let mut plan: BTreeMap<i64, (crate::catalog::BackendInfo, Vec<TabletVersion>)> = BTreeMap::new();
+            for v in &txn.versions {
+                let part = state
+                    .databases
+                    .values()
+                    .flat_map(|d| d.tables.values())
+                    .find(|t| t.id == v.table_id)
+                    .and_then(|t| t.partitions.iter().find(|p| p.id == v.partition_id));
+                let Some(part) = part else { continue };
+                for tab in &part.tablets {
+                    let be = state.backends.get(&tab.backend_id).cloned().ok_or_else(|| {
+                        TethysError::Internal(format!("backend {} of tablet {} is unknown", tab.backend_id, tab.id))
+                    })?;
+                    plan.entry(be.id).or_insert_with(|| (be, vec![])).1.push(TabletVersion {
+                        tablet_id: tab.id,
+                        version: v.version,
+                    });
+                }
+            }
+            plan
+        };
+        for (be, tablets) in plan.into_values() {
+            let client = self.pool.get(&be)?;
+            client
+                .rpc()
+                .publish_version(PublishVersionRequest { txn_id, tablets })
+                .await
+                .map_err(|s| {
+                    TethysError::Backend(format!(
+                        "transaction {txn_id} is committed but publishing it on backend {} failed: {}; \
+                         it becomes visible when the backend is reachable again",
+                        be.id,
+                        s.message()
+                    ))
+                })?;
+        }
+        self.catalog.mutate(|_, _| Ok((EditOp::VisibleTxn { txn_id, time: now_ms() }, ())))
+    }
+
+    /// Aborts a transaction and discards its data on every backend.
+    pub async fn abort(&self, txn_id: i64, reason: &str) -> Result<()> {
+        let backends: Vec<_> = self.catalog.read().backends.values().cloned().collect();
+        self.catalog.mutate(|state, _| {
+            if let Some(t) = state.txns.get(&txn_id)
+                && matches!(t.state, TxnState::Committed | TxnState::Visible)
+            {
+                return Err(TethysError::Internal(format!(
+                    "transaction {txn_id} is already {}",
+                    t.state.name()
+                )));
+            }
+            Ok((
+                EditOp::AbortTxn {
+                    txn_id,
+                    reason: reason.to_string(),
+                    time: now_ms(),
+                },
+                (),
+            ))
+        })?;
+        for be in backends {
+            if let Ok(c) = self.pool.get(&be) {
+                // Best effort: a backend that misses this aborts at the next recovery.
+                let _ = c.rpc().abort_txn(AbortTxnRequest { txn_id }).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// At startup: finish what a crash interrupted.
+    pub async fn recover(&self) -> Result<()> {
+        let (prepare, committed): (Vec<i64>, Vec<i64>) = {
+            let s = self.catalog.read();
+            (
+                s.txns.values().filter(|t| t.state == TxnState::Prepare).map(|t| t.id).collect(),
+                s.txns.values().filter(|t| t.state == TxnState::Committed).map(|t| t.id).collect(),
+            )
+        };
+        for id in prepare {
+            self.abort(id, "aborted at FE restart: the load never committed").await?;
+        }
+        for id in committed {
+            self.publish(id).await?;
+        }
+        // Pending data on backends of transactions that are not going anywhere.
+        let backends: Vec<_> = self.catalog.read().backends.values().cloned().collect();
+        for be in backends {
+            let c = self.pool.get(&be)?;
+            let pending = c
+                .rpc()
+                .pending_txns(PendingTxnsRequest {})
+                .await
+                .map_err(|s| c.err(s))?
+                .into_inner()
+                .txn_ids;
+            for id in pending {
+                let state = self.catalog.read().txns.get(&id).map(|t| t.state);
+                if !matches!(state, Some(TxnState::Prepare) | Some(TxnState::Committed)) {
+                    c.rpc()
+                        .abort_txn(AbortTxnRequest { txn_id: id })
+                        .await
+                        .map_err(|s| c.err(s))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,241 @@
+//! End-to-end SQL test harness.
+//!
+//! [`TethysServer`] starts the real `tethys standalone` binary on free ports
+//! with a temporary data directory; [`MySqlDb`] is a sqllogictest `AsyncDB`
+//! that talks to it through one `mysql_async` connection using the text
+//! protocol, exactly like a user's client. The pseudo statement
+//! `__restart__` kills the server with SIGKILL and starts it again on the
+//! same data directory, to test durability.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, OptsBuilder, Value};
+use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType};
+use tokio::sync::Mutex;
+
+/// Re-exported so test binaries use the same version.
+pub use sqllogictest;
+
+/// Errors of the harness.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("{0}")]
+    MySql(#[from] mysql_async::Error),
+    #[error("harness: {0}")]
+    Setup(String),
+}
+
+fn free_port() -> Result<u16, HarnessError> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| HarnessError::Setup(e.to_string()))?;
+    let p = l.local_addr().map_err(|e| HarnessError::Setup(e.to_string()))?.port();
+    Ok(p)
+}
+
+/// A running `tethys standalone` process.
+pub struct TethysServer {
+    binary: PathBuf,
+    data: tempfile::TempDir,
+    /// MySQL port.
+    pub query_port: u16,
+    ports: [u16; 3],
+    child: Option<Child>,
+}
+
+impl TethysServer {
+    /// Starts the binary at `binary` on free ports with a fresh data directory.
+    pub async fn start(binary: &Path) -> Result<TethysServer, HarnessError> {
+        let data = tempfile::tempdir().map_err(|e| HarnessError::Setup(e.to_string()))?;
+        let mut s = TethysServer {
+            binary: binary.to_path_buf(),
+            data,
+            query_port: free_port()?,
+            ports: [free_port()?, free_port()?, free_port()?],
+            child: None,
+        };
+        s.spawn().await?;
+        Ok(s)
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        self.data.path()
+    }
+
+    async fn spawn(&mut self) -> Result<(), HarnessError> {
+        let child = Command::new(&self.binary)
+            .arg("standalone")
+            .arg("--data-dir")
+            .arg(self.data.path())
+            .arg("--query-port")
+            .arg(self.query_port.to_string())
+            .arg("--http-port")
+            .arg(self.ports[0].to_string())
+            .arg("--be-http-port")
+            .arg(self.ports[1].to_string())
+            .arg("--be-port")
+            .arg(self.ports[2].to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| HarnessError::Setup(format!("cannot start {}: {e}", self.binary.display())))?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(c) = Conn::new(self.opts()).await {
+                let _ = c.disconnect().await;
+                return Ok(());
+            }
+            if let Some(ch) = self.child.as_mut()
+                && let Ok(Some(status)) = ch.try_wait()
+            {
+                return Err(HarnessError::Setup(format!("tethys exited at start: {status}")));
+            }
+            if Instant::now() > deadline {
+                return Err(HarnessError::Setup("tethys did not accept connections within 60 s".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Connection options for this server.
+    pub fn opts(&self) -> OptsBuilder {
+        OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(self.query_port)
+            .user(Some("root"))
+            .prefer_socket(false)
+    }
+
+    /// Kills the server with SIGKILL (no clean shutdown) and starts it again.
+    pub async fn crash_and_restart(&mut self) -> Result<(), HarnessError> {
+        self.kill();
+        self.spawn().await
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for TethysServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A sqllogictest database over one MySQL connection.
+pub struct MySqlDb {
+    server: Arc<Mutex<TethysServer>>,
+    conn: Option<Conn>,
+    database: Option<String>,
+}
+
+impl MySqlDb {
+    /// Connects to `server`.
+    pub async fn connect(server: Arc<Mutex<TethysServer>>) -> Result<MySqlDb, HarnessError> {
+        let opts = server.lock().await.opts();
+        let conn = Conn::new(opts).await?;
+        Ok(MySqlDb {
+            server,
+            conn: Some(conn),
+            database: None,
+        })
+    }
+
+    fn conn(&mut self) -> Result<&mut Conn, HarnessError> {
+        self.conn
+            .as_mut()
+            .ok_or_else(|| HarnessError::Setup("not connected".into()))
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::NULL => "NULL".into(),
+        Value::Bytes(b) if b.is_empty() => "(empty)".into(),
+        Value::Bytes(b) => String::from_utf8_lossy(b).to_string(),
+        other => other.as_sql(true).trim_matches('\'').to_string(),
+    }
+}
+
+fn column_type(c: &mysql_async::Column) -> DefaultColumnType {
+    use mysql_async::consts::ColumnType as T;
+    match c.column_type() {
+        T::MYSQL_TYPE_TINY | T::MYSQL_TYPE_SHORT | T::MYSQL_TYPE_LONG | T::MYSQL_TYPE_LONGLONG | T::MYSQL_TYPE_INT24 => {
+            DefaultColumnType::Integer
+        }
+        T::MYSQL_TYPE_FLOAT | T::MYSQL_TYPE_DOUBLE | T::MYSQL_TYPE_NEWDECIMAL | T::MYSQL_TYPE_DECIMAL => {
+            DefaultColumnType::FloatingPoint
+        }
+        _ => DefaultColumnType::Text,
+    }
+}
+
+#[async_trait]
+impl AsyncDB for MySqlDb {
+    type Error = HarnessError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<Self::ColumnType>, Self::Error> {
+        if sql.trim() == "__restart__" {
+            if let Some(c) = self.conn.take() {
+                drop(c);
+            }
+            let opts = {
+                let mut s = self.server.lock().await;
+                s.crash_and_restart().await?;
+                s.opts()
+            };
+            self.conn = Some(Conn::new(opts.db_name(self.database.clone())).await?);
+            return Ok(DBOutput::StatementComplete(0));
+        }
+        let conn = self.conn()?;
+        let mut result = conn.query_iter(sql).await?;
+        let columns = result.columns();
+        let types: Vec<DefaultColumnType> = columns
+            .as_ref()
+            .map(|cs| cs.iter().map(column_type).collect())
+            .unwrap_or_default();
+        let rows: Vec<mysql_async::Row> = result.collect().await?;
+        let affected = result.affected_rows();
+        drop(result);
+        let lower = sql.trim_start().to_ascii_lowercase();
+        if let Some(db) = lower.strip_prefix("use ") {
+            self.database = Some(sql.trim()[4..].trim().trim_end_matches(';').trim_matches('`').to_string());
+            let _ = db;
+        }
+        if types.is_empty() {
+            return Ok(DBOutput::StatementComplete(affected));
+        }
+        Ok(DBOutput::Rows {
+            types,
+            rows: rows
+                .into_iter()
+                .map(|r| r.unwrap().iter().map(text).collect())
+                .collect(),
+        })
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(c) = self.conn.take() {
+            let _ = c.disconnect().await;
+        }
+    }
+
+    fn engine_name(&self) -> &str {
+        "tethys"
+    }
+
+    async fn sleep(dur: Duration) {
+        tokio::time::sleep(dur).await;
+    }
+}

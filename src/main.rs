@@ -1,0 +1,166 @@
+//! The `tethys` command: `tethys standalone` (the default) runs a frontend and
+//! a backend in one process; `tethys shell` is the built-in MySQL-protocol SQL
+//! shell.
+
+mod shell;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use tethys_common::config::ports;
+
+#[derive(Parser)]
+#[command(name = "tethys", version, about = "Tethys: a columnar MPP OLAP database in the Apache Doris mould")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a frontend and a backend in one process (the default).
+    Standalone(StandaloneArgs),
+    /// The MySQL-protocol SQL shell.
+    Shell(shell::ShellArgs),
+}
+
+#[derive(Args, Clone)]
+struct StandaloneArgs {
+    /// Where metadata and tablets live.
+    #[arg(long, default_value = "./tethys-data")]
+    data_dir: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// MySQL protocol port.
+    #[arg(long, default_value_t = ports::QUERY)]
+    query_port: u16,
+    /// FE HTTP port.
+    #[arg(long, default_value_t = ports::FE_HTTP)]
+    http_port: u16,
+    /// BE HTTP port.
+    #[arg(long, default_value_t = ports::BE_HTTP)]
+    be_http_port: u16,
+    /// BE gRPC port (control plane and Arrow Flight).
+    #[arg(long, default_value_t = ports::BE_RPC)]
+    be_port: u16,
+    /// Fragment execution threads on the BE (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    exec_threads: usize,
+}
+
+impl Default for StandaloneArgs {
+    fn default() -> Self {
+        StandaloneArgs {
+            data_dir: PathBuf::from("./tethys-data"),
+            host: IpAddr::from([127, 0, 0, 1]),
+            query_port: ports::QUERY,
+            http_port: ports::FE_HTTP,
+            be_http_port: ports::BE_HTTP,
+            be_port: ports::BE_RPC,
+            exec_threads: 0,
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysError> {
+    let be_cfg = tethys_be::BackendConfig {
+        root: args.data_dir.join("be"),
+        rpc_addr: SocketAddr::new(args.host, args.be_port),
+        http_addr: SocketAddr::new(args.host, args.be_http_port),
+        exec_threads: args.exec_threads,
+    };
+    let backend = tethys_be::Backend::open(&be_cfg)?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut be_stop = stop_rx.clone();
+    let be_task = tokio::spawn(tethys_be::serve(backend.clone(), be_cfg.clone(), async move {
+        let _ = be_stop.wait_for(|v| *v).await;
+    }));
+    let fe_cfg = tethys_fe::FrontendConfig {
+        meta_dir: args.data_dir.join("fe").join("meta"),
+        query_addr: SocketAddr::new(args.host, args.query_port),
+        http_addr: SocketAddr::new(args.host, args.http_port),
+        backends: vec![(args.host.to_string(), args.be_port, args.be_http_port)],
+    };
+    let fe = tethys_fe::open(&fe_cfg).await?;
+    let mut fe_stop = stop_rx.clone();
+    let fe_task = tokio::spawn(tethys_fe::serve(fe, fe_cfg, async move {
+        let _ = fe_stop.wait_for(|v| *v).await;
+    }));
+    println!(
+        "Tethys {} is running (FE + BE, data in {}).\n  connect: mysql -h{} -P{} -uroot   or   tethys shell -P{}\n  FE http: {}:{}   BE http: {}:{}",
+        env!("CARGO_PKG_VERSION"),
+        args.data_dir.display(),
+        args.host,
+        args.query_port,
+        args.query_port,
+        args.host,
+        args.http_port,
+        args.host,
+        args.be_http_port
+    );
+    tokio::select! {
+        _ = shutdown_signal() => {
+            println!("shutting down");
+        }
+        r = fe_task => {
+            r.map_err(|e| tethys_common::TethysError::Internal(e.to_string()))??;
+        }
+    }
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), be_task).await;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command.unwrap_or(Command::Standalone(StandaloneArgs::default())) {
+        Command::Standalone(args) => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                )
+                .init();
+            match rt.block_on(standalone(args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tethys: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Shell(args) => rt.block_on(shell::run(args)),
+    }
+}
