@@ -122,9 +122,10 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         Statement::Explain { sql, verbose: _ } => {
             let stmt = Arc::new(statement_ctx(fe, session, None));
             let ctx = planner::statement_context(fe, session, stmt)?;
+            let parsed = crate::sql::rewrite::parse_for_datafusion(&sql)?;
             let plan = ctx
                 .state()
-                .create_logical_plan(&sql)
+                .statement_to_plan(parsed)
                 .await
                 .map_err(|e| map_not_found(fe, session, e.into()))?;
             let names: Vec<String> = plan.schema().fields().iter().map(|f| f.name().clone()).collect();
@@ -633,9 +634,10 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
 async fn run_query(fe: &Arc<Frontend>, session: &Session, sql: &str, label: Option<String>) -> Result<Output> {
     let stmt = Arc::new(statement_ctx(fe, session, label));
     let ctx = planner::statement_context(fe, session, stmt.clone())?;
+    let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
     let plan = ctx
         .state()
-        .create_logical_plan(sql)
+        .statement_to_plan(parsed)
         .await
         .map_err(|e| map_not_found(fe, session, e.into()))?;
     match &plan {

@@ -206,8 +206,8 @@ impl AsyncDB for MySqlDb {
             .map(|cs| cs.iter().map(column_type).collect())
             .unwrap_or_default();
         let rows: Vec<mysql_async::Row> = result.collect().await?;
-        let affected = result.affected_rows();
         drop(result);
+        let affected = self.conn()?.affected_rows();
         let lower = sql.trim_start().to_ascii_lowercase();
         if let Some(db) = lower.strip_prefix("use ") {
             self.database = Some(sql.trim()[4..].trim().trim_end_matches(';').trim_matches('`').to_string());

@@ -251,7 +251,11 @@ pub fn ok_packet(header: u8, affected: u64, last_insert_id: u64, status: u16, wa
     put_lenenc_int(&mut p, last_insert_id);
     p.extend_from_slice(&status.to_le_bytes());
     p.extend_from_slice(&warnings.to_le_bytes());
-    p.extend_from_slice(info.as_bytes());
+    // Real MySQL servers send a non-empty info as a length-encoded string
+    // (sql/protocol_classic.cc net_send_ok), and clients parse it that way.
+    if !info.is_empty() {
+        put_lenenc_str(&mut p, info.as_bytes());
+    }
     p
 }
 

@@ -1,6 +1,7 @@
 //! SQL front door: splitting, classifying and parsing statements in the Doris
 //! dialect. Queries are handed to DataFusion; everything else is parsed here.
 
+pub mod rewrite;
 pub mod statement;
 pub mod tokens;
 
