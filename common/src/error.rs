@@ -41,6 +41,9 @@ pub enum TethysError {
     /// Authentication failed.
     #[error("Access denied for user '{user}' (using password: {})", if *.using_password { "YES" } else { "NO" })]
     AccessDenied { user: String, using_password: bool },
+    /// A column declared twice.
+    #[error("Duplicate column name '{0}'")]
+    DuplicateColumn(String),
     /// `SET` of a variable that does not exist.
     #[error("Unknown system variable '{0}'")]
     UnknownVariable(String),
@@ -110,6 +113,7 @@ impl TethysError {
             NoDatabaseSelected => (1046, "3D000"),
             AccessDenied { .. } => (1045, "28000"),
             UnknownVariable(_) => (1193, "HY000"),
+            DuplicateColumn(_) => (1060, "42S21"),
             WrongVariableValue(..) => (1231, "42000"),
             UnknownCharset(_) => (1115, "42000"),
             NotSupported(_) => (1235, "42000"),

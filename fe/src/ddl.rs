@@ -215,7 +215,7 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
     let mut seen = HashSet::new();
     for c in &ct.columns {
         if !seen.insert(c.name.to_lowercase()) {
-            return Err(TethysError::Analysis(format!("Duplicate column name '{}'", c.name)));
+            return Err(TethysError::DuplicateColumn(c.name.clone()));
         }
     }
     let keys_type = match ct.keys_type.as_deref() {

@@ -93,10 +93,16 @@ impl Builder {
         let children: Vec<RChild> = plan.children().iter().map(|c| self.node(c, None, be)).collect();
         let mut attrs = vec![];
         let name = if let Some(a) = plan.downcast_ref::<AggregateExec>() {
-            let out: Vec<String> = a.aggr_expr().iter().map(|e| e.name().to_string()).collect();
+            let out: Vec<String> = a
+                .aggr_expr()
+                .iter()
+                .map(|e| e.name().replace("count(Int64(1))", "count(*)"))
+                .collect();
             attrs.push(format!("output: {}", out.join(", ")));
             let g: Vec<String> = a.group_expr().expr().iter().map(|(_, n)| n.clone()).collect();
-            attrs.push(format!("group by: {}", g.join(", ")));
+            if !g.is_empty() {
+                attrs.push(format!("group by: {}", g.join(", ")));
+            }
             match a.mode() {
                 AggregateMode::Partial => "VAGGREGATE (update serialize)",
                 AggregateMode::Final | AggregateMode::FinalPartitioned => "VAGGREGATE (merge finalize)",

@@ -64,6 +64,9 @@ pub fn statement_context(fe: &Arc<Frontend>, session: &Session, stmt: Arc<Statem
         .set("datafusion.sql_parser.dialect", "mysql")
         .map_err(TethysError::from)?;
     config.options_mut().execution.time_zone = Some(tz_offset_name(&vars.time_zone()));
+    // MySQL reads numeric literals with a point (and integers too large for
+    // BIGINT) as exact DECIMAL values, not floats.
+    config.options_mut().sql_parser.parse_float_as_decimal = true;
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()

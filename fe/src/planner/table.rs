@@ -341,7 +341,8 @@ impl TableProvider for OlapTable {
             predicates: filters
                 .iter()
                 .map(|f| {
-                    datafusion::sql::unparser::expr_to_sql(f)
+                    datafusion::sql::unparser::Unparser::new(&datafusion::sql::unparser::dialect::MySqlDialect {})
+                        .expr_to_sql(f)
                         .map(|e| e.to_string())
                         .unwrap_or_else(|_| f.to_string())
                 })
