@@ -67,11 +67,15 @@ pub fn statement_context(fe: &Arc<Frontend>, session: &Session, stmt: Arc<Statem
     // MySQL reads numeric literals with a point (and integers too large for
     // BIGINT) as exact DECIMAL values, not floats.
     config.options_mut().sql_parser.parse_float_as_decimal = true;
-    let state = SessionStateBuilder::new()
+    let mut builder = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
-        .with_physical_optimizer_rule(Arc::new(PushPartialAggToBackend))
-        .build();
+        .with_physical_optimizer_rule(Arc::new(PushPartialAggToBackend));
+    // Tethys' planner goes first so MySQL semantics win over the defaults.
+    if let Some(planners) = builder.expr_planners() {
+        planners.insert(0, Arc::new(MySqlSemantics));
+    }
+    let state = builder.build();
     let mut ctx = SessionContext::new_with_state(state);
     tethys_common::functions::register_all(&mut ctx)?;
     let db = session.database.clone();
@@ -280,5 +284,33 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToB
 
     fn schema_check(&self) -> bool {
         true
+    }
+}
+
+/// MySQL expression semantics DataFusion does not share: `/` on integers is
+/// exact division (`7 / 2 = 3.5`), not integer division.
+#[derive(Debug)]
+struct MySqlSemantics;
+
+impl datafusion::logical_expr::planner::ExprPlanner for MySqlSemantics {
+    fn plan_binary_op(
+        &self,
+        expr: datafusion::logical_expr::planner::RawBinaryExpr,
+        schema: &datafusion::common::DFSchema,
+    ) -> DfResult<datafusion::logical_expr::planner::PlannerResult<datafusion::logical_expr::planner::RawBinaryExpr>>
+    {
+        use datafusion::logical_expr::planner::PlannerResult;
+        use datafusion::logical_expr::{ExprSchemable, cast};
+        use datafusion::sql::sqlparser::ast::BinaryOperator;
+        if expr.op == BinaryOperator::Divide {
+            let lt = expr.left.get_type(schema)?;
+            let rt = expr.right.get_type(schema)?;
+            if lt.is_integer() && rt.is_integer() {
+                let l = cast(expr.left, DataType::Float64);
+                let r = cast(expr.right, DataType::Float64);
+                return Ok(PlannerResult::Planned(l / r));
+            }
+        }
+        Ok(PlannerResult::Original(expr))
     }
 }
