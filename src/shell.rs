@@ -13,7 +13,11 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, Row, Value};
 
 #[derive(Args, Clone)]
+#[command(disable_help_flag = true)]
 pub struct ShellArgs {
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
     /// Server host.
     #[arg(short = 'h', long, default_value = "127.0.0.1")]
     host: String,

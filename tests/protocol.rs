@@ -1,0 +1,181 @@
+//! Protocol-level tests against a started Tethys: prepared statements and
+//! the binary protocol, authentication, COM_INIT_DB, KILL QUERY,
+//! query_timeout, multi-statement queries, and the built-in shell.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row, Value};
+use tethys_sql_tests::TethysServer;
+
+fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
+}
+
+async fn setup(server: &TethysServer) -> Conn {
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    c.query_drop("CREATE DATABASE p").await.expect("create db");
+    c.query_drop("USE p").await.expect("use");
+    c.query_drop(
+        "CREATE TABLE t (k INT NOT NULL, name VARCHAR(10), amount DECIMAL(10,2), d DATE, ts DATETIME, f DOUBLE) \
+         DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 2",
+    )
+    .await
+    .expect("create table");
+    c.query_drop(
+        "INSERT INTO t VALUES (1, 'one', 1.50, '2026-08-01', '2026-08-01 10:20:30', 0.25), \
+         (2, NULL, NULL, NULL, NULL, NULL), (3, 'three', 3.00, '2026-08-03', '2026-08-03 00:00:00', 3)",
+    )
+    .await
+    .expect("insert");
+    c
+}
+
+#[tokio::test]
+async fn prepared_statements_use_the_binary_protocol() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = setup(&server).await;
+    // exec = COM_STMT_PREPARE + COM_STMT_EXECUTE, rows in the binary protocol.
+    let rows: Vec<Row> = c
+        .exec("SELECT k, name, amount, d, ts, f FROM t WHERE k >= ? ORDER BY k", (2,))
+        .await
+        .expect("exec");
+    assert_eq!(rows.len(), 2);
+    let r0 = rows[0].clone().unwrap();
+    assert_eq!(r0[0], Value::Int(2));
+    assert_eq!(r0[1], Value::NULL);
+    let r1 = rows[1].clone().unwrap();
+    assert_eq!(r1[0], Value::Int(3));
+    assert_eq!(r1[1], Value::Bytes(b"three".to_vec()));
+    assert_eq!(r1[2], Value::Bytes(b"3.00".to_vec()));
+    assert_eq!(r1[3], Value::Date(2026, 8, 3, 0, 0, 0, 0));
+    assert_eq!(r1[4], Value::Date(2026, 8, 3, 0, 0, 0, 0));
+    assert_eq!(r1[5], Value::Double(3.0));
+    // String and NULL parameters, reused statement with new values.
+    let stmt = c.prep("SELECT count(*) FROM t WHERE name = ? OR k = ?").await.expect("prep");
+    let n: Option<i64> = c.exec_first(&stmt, ("one", 3)).await.expect("exec 1");
+    assert_eq!(n, Some(2));
+    let n: Option<i64> = c.exec_first(&stmt, ("it's", Value::NULL)).await.expect("exec 2");
+    assert_eq!(n, Some(0));
+    // A prepared INSERT.
+    c.exec_drop("INSERT INTO t (k, name, ts) VALUES (?, ?, ?)", (9, "nine", "2026-09-09 09:09:09"))
+        .await
+        .expect("prepared insert");
+    assert_eq!(c.affected_rows(), 1);
+    let ts: Option<String> = c.query_first("SELECT ts FROM t WHERE k = 9").await.expect("read back");
+    assert_eq!(ts.as_deref(), Some("2026-09-09 09:09:09"));
+    c.close(stmt).await.expect("close");
+}
+
+#[tokio::test]
+async fn authentication_and_init_db() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = setup(&server).await;
+    drop(c.ping().await);
+    // Connecting with a database uses the handshake's database field.
+    let mut c2 = Conn::new(server.opts().db_name(Some("p"))).await.expect("connect with db");
+    let n: Option<i64> = c2.query_first("SELECT count(*) FROM t").await.expect("count");
+    assert_eq!(n, Some(3));
+    // Unknown database at connect.
+    let err = Conn::new(server.opts().db_name(Some("nope"))).await.expect_err("must fail");
+    assert!(err.to_string().contains("1049"), "{err}");
+    // Wrong password.
+    let err = Conn::new(server.opts().pass(Some("wrong"))).await.expect_err("must fail");
+    assert!(err.to_string().contains("1045"), "{err}");
+    // Unknown user.
+    let err = Conn::new(server.opts().user(Some("mallory"))).await.expect_err("must fail");
+    assert!(err.to_string().contains("Access denied"), "{err}");
+    // COM_INIT_DB through the driver.
+    c.reset().await.ok();
+    c.query_drop("USE information_schema").await.expect("use information_schema");
+    let tables: Vec<String> = c
+        .query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'p'")
+        .await
+        .expect("information_schema");
+    assert_eq!(tables, vec!["t".to_string()]);
+}
+
+#[tokio::test]
+async fn kill_query_and_query_timeout() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = setup(&server).await;
+    // A statement that runs for a long time: counting ten billion generated rows.
+    let slow = "SELECT count(*) FROM range(10000000000) WHERE value % 7 = 3";
+    let id = c.id();
+    let opts = server.opts();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut k = Conn::new(opts).await.expect("killer connects");
+        k.query_drop(format!("KILL QUERY {id}")).await.expect("kill");
+    });
+    let start = Instant::now();
+    let err = c.query_drop(slow).await.expect_err("killed");
+    assert!(err.to_string().contains("1317"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(30));
+    killer.await.expect("killer");
+    // The connection still works.
+    let one: Option<i64> = c.query_first("SELECT 1").await.expect("after kill");
+    assert_eq!(one, Some(1));
+    // query_timeout in seconds.
+    c.query_drop("SET query_timeout = 1").await.expect("set");
+    let start = Instant::now();
+    let err = c.query_drop(slow).await.expect_err("timeout");
+    assert!(err.to_string().contains("3024"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(30));
+    let procs: Vec<Row> = c.query("SHOW PROCESSLIST").await.expect("processlist");
+    assert!(!procs.is_empty());
+}
+
+#[tokio::test]
+async fn multi_statements_and_errors_keep_the_session() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = setup(&server).await;
+    // Two statements in one COM_QUERY.
+    let mut r = c.query_iter("SELECT 1; SELECT 2, 3").await.expect("multi");
+    let first: Vec<Row> = r.collect().await.expect("first");
+    let second: Vec<Row> = r.collect().await.expect("second");
+    drop(r);
+    assert_eq!(first.len(), 1);
+    assert_eq!(second[0].clone().unwrap().len(), 2);
+    // Errors do not break the connection.
+    for bad in ["SELEC 1", "SELECT * FROM nope", "SELECT nope FROM t", "CREATE TABLE x (a GEOMETRY)"] {
+        assert!(c.query_drop(bad).await.is_err(), "{bad} must fail");
+    }
+    let n: Option<i64> = c.query_first("SELECT count(*) FROM t").await.expect("still fine");
+    assert_eq!(n, Some(3));
+}
+
+#[tokio::test]
+async fn shell_runs_statements_from_e_and_stdin() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let c = setup(&server).await;
+    drop(c);
+    let port = server.query_port.to_string();
+    let out = std::process::Command::new(binary())
+        .args(["shell", "-P", &port, "-D", "p", "-e", "SELECT k, name FROM t ORDER BY k; SELECT 42 AS answer"])
+        .output()
+        .expect("shell -e");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text, "k\tname\n1\tone\n2\tNULL\n3\tthree\nanswer\n42\n");
+    // Piped script, with a failing statement: exit status 1, error on stderr.
+    let mut child = std::process::Command::new(binary())
+        .args(["shell", "-P", &port])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("shell");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(b"USE p;\nSELECT count(*)\n  FROM t;\nSELECT * FROM missing;\n")
+            .expect("write");
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "count(*)\n3\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1146"));
+}
