@@ -12,7 +12,11 @@ use clap::{Args, Parser, Subcommand};
 use tethys_common::config::ports;
 
 #[derive(Parser)]
-#[command(name = "tethys", version, about = "Tethys: a columnar MPP OLAP database in the Apache Doris mould")]
+#[command(
+    name = "tethys",
+    version,
+    about = "Tethys: a columnar MPP OLAP database in the Apache Doris mould"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -97,9 +101,13 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
     let backend = tethys_be::Backend::open(&be_cfg)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut be_stop = stop_rx.clone();
-    let be_task = tokio::spawn(tethys_be::serve(backend.clone(), be_cfg.clone(), async move {
-        let _ = be_stop.wait_for(|v| *v).await;
-    }));
+    let be_task = tokio::spawn(tethys_be::serve(
+        backend.clone(),
+        be_cfg.clone(),
+        async move {
+            let _ = be_stop.wait_for(|v| *v).await;
+        },
+    ));
     let fe_cfg = tethys_fe::FrontendConfig {
         meta_dir: args.data_dir.join("fe").join("meta"),
         query_addr: SocketAddr::new(args.host, args.query_port),
@@ -138,14 +146,20 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match cli.command.unwrap_or(Command::Standalone(StandaloneArgs::default())) {
+    match cli
+        .command
+        .unwrap_or(Command::Standalone(StandaloneArgs::default()))
+    {
         Command::Standalone(args) => {
             tracing_subscriber::fmt()
                 .with_env_filter(

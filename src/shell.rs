@@ -54,7 +54,11 @@ fn value_text(v: &Value) -> String {
             }
         }
         Value::Time(neg, d, h, m, s, _) => {
-            format!("{}{:02}:{m:02}:{s:02}", if *neg { "-" } else { "" }, *d as u32 * 24 + *h as u32)
+            format!(
+                "{}{:02}:{m:02}:{s:02}",
+                if *neg { "-" } else { "" },
+                *d * 24 + *h as u32
+            )
         }
     }
 }
@@ -66,7 +70,13 @@ fn print_table(headers: &[String], rows: &[Vec<String>]) {
             w[i] = w[i].max(c.chars().count());
         }
     }
-    let sep: String = format!("+{}+", w.iter().map(|n| "-".repeat(n + 2)).collect::<Vec<_>>().join("+"));
+    let sep: String = format!(
+        "+{}+",
+        w.iter()
+            .map(|n| "-".repeat(n + 2))
+            .collect::<Vec<_>>()
+            .join("+")
+    );
     let line = |cells: &[String]| {
         let parts: Vec<String> = cells
             .iter()
@@ -117,7 +127,10 @@ async fn run_statement(conn: &mut Conn, kill: &KillInfo, sql: &str, tty: bool) -
                 .collect();
             if columns.is_empty() {
                 if tty {
-                    println!("Query OK, {affected} row{} affected ({elapsed:.2} sec)", if affected == 1 { "" } else { "s" });
+                    println!(
+                        "Query OK, {affected} row{} affected ({elapsed:.2} sec)",
+                        if affected == 1 { "" } else { "s" }
+                    );
                     if !info.is_empty() {
                         println!("{info}");
                     }
@@ -238,7 +251,11 @@ pub async fn run(args: ShellArgs) -> ExitCode {
             }
         }
         let _ = conn.disconnect().await;
-        return if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+        return if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
     }
     if !stdin_tty {
         let mut input = String::new();
@@ -252,7 +269,11 @@ pub async fn run(args: ShellArgs) -> ExitCode {
             }
         }
         let _ = conn.disconnect().await;
-        return if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+        return if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
     }
     println!(
         "Welcome to the Tethys shell. Connection id: {}. Server: {}",
@@ -267,17 +288,24 @@ pub async fn run(args: ShellArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let history = std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".tethys_history"));
+    let history =
+        std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".tethys_history"));
     if let Some(h) = &history {
         let _ = rl.load_history(h);
     }
     let mut buf = String::new();
     loop {
-        let prompt = if buf.trim().is_empty() { "tethys> " } else { "     -> " };
+        let prompt = if buf.trim().is_empty() {
+            "tethys> "
+        } else {
+            "     -> "
+        };
         match rl.readline(prompt) {
             Ok(line) => {
                 let t = line.trim();
-                if buf.trim().is_empty() && (t.eq_ignore_ascii_case("exit") || t.eq_ignore_ascii_case("quit")) {
+                if buf.trim().is_empty()
+                    && (t.eq_ignore_ascii_case("exit") || t.eq_ignore_ascii_case("quit"))
+                {
                     break;
                 }
                 buf.push_str(&line);

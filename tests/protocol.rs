@@ -38,7 +38,10 @@ async fn prepared_statements_use_the_binary_protocol() {
     let mut c = setup(&server).await;
     // exec = COM_STMT_PREPARE + COM_STMT_EXECUTE, rows in the binary protocol.
     let rows: Vec<Row> = c
-        .exec("SELECT k, name, amount, d, ts, f FROM t WHERE k >= ? ORDER BY k", (2,))
+        .exec(
+            "SELECT k, name, amount, d, ts, f FROM t WHERE k >= ? ORDER BY k",
+            (2,),
+        )
         .await
         .expect("exec");
     assert_eq!(rows.len(), 2);
@@ -53,17 +56,29 @@ async fn prepared_statements_use_the_binary_protocol() {
     assert_eq!(r1[4], Value::Date(2026, 8, 3, 0, 0, 0, 0));
     assert_eq!(r1[5], Value::Double(3.0));
     // String and NULL parameters, reused statement with new values.
-    let stmt = c.prep("SELECT count(*) FROM t WHERE name = ? OR k = ?").await.expect("prep");
+    let stmt = c
+        .prep("SELECT count(*) FROM t WHERE name = ? OR k = ?")
+        .await
+        .expect("prep");
     let n: Option<i64> = c.exec_first(&stmt, ("one", 3)).await.expect("exec 1");
     assert_eq!(n, Some(2));
-    let n: Option<i64> = c.exec_first(&stmt, ("it's", Value::NULL)).await.expect("exec 2");
+    let n: Option<i64> = c
+        .exec_first(&stmt, ("it's", Value::NULL))
+        .await
+        .expect("exec 2");
     assert_eq!(n, Some(0));
     // A prepared INSERT.
-    c.exec_drop("INSERT INTO t (k, name, ts) VALUES (?, ?, ?)", (9, "nine", "2026-09-09 09:09:09"))
-        .await
-        .expect("prepared insert");
+    c.exec_drop(
+        "INSERT INTO t (k, name, ts) VALUES (?, ?, ?)",
+        (9, "nine", "2026-09-09 09:09:09"),
+    )
+    .await
+    .expect("prepared insert");
     assert_eq!(c.affected_rows(), 1);
-    let ts: Option<String> = c.query_first("SELECT ts FROM t WHERE k = 9").await.expect("read back");
+    let ts: Option<String> = c
+        .query_first("SELECT ts FROM t WHERE k = 9")
+        .await
+        .expect("read back");
     assert_eq!(ts.as_deref(), Some("2026-09-09 09:09:09"));
     c.close(stmt).await.expect("close");
 }
@@ -74,21 +89,34 @@ async fn authentication_and_init_db() {
     let mut c = setup(&server).await;
     drop(c.ping().await);
     // Connecting with a database uses the handshake's database field.
-    let mut c2 = Conn::new(server.opts().db_name(Some("p"))).await.expect("connect with db");
-    let n: Option<i64> = c2.query_first("SELECT count(*) FROM t").await.expect("count");
+    let mut c2 = Conn::new(server.opts().db_name(Some("p")))
+        .await
+        .expect("connect with db");
+    let n: Option<i64> = c2
+        .query_first("SELECT count(*) FROM t")
+        .await
+        .expect("count");
     assert_eq!(n, Some(3));
     // Unknown database at connect.
-    let err = Conn::new(server.opts().db_name(Some("nope"))).await.expect_err("must fail");
+    let err = Conn::new(server.opts().db_name(Some("nope")))
+        .await
+        .expect_err("must fail");
     assert!(err.to_string().contains("1049"), "{err}");
     // Wrong password.
-    let err = Conn::new(server.opts().pass(Some("wrong"))).await.expect_err("must fail");
+    let err = Conn::new(server.opts().pass(Some("wrong")))
+        .await
+        .expect_err("must fail");
     assert!(err.to_string().contains("1045"), "{err}");
     // Unknown user.
-    let err = Conn::new(server.opts().user(Some("mallory"))).await.expect_err("must fail");
+    let err = Conn::new(server.opts().user(Some("mallory")))
+        .await
+        .expect_err("must fail");
     assert!(err.to_string().contains("Access denied"), "{err}");
     // COM_INIT_DB through the driver.
     c.reset().await.ok();
-    c.query_drop("USE information_schema").await.expect("use information_schema");
+    c.query_drop("USE information_schema")
+        .await
+        .expect("use information_schema");
     let tables: Vec<String> = c
         .query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'p'")
         .await
@@ -107,7 +135,9 @@ async fn kill_query_and_query_timeout() {
     let killer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let mut k = Conn::new(opts).await.expect("killer connects");
-        k.query_drop(format!("KILL QUERY {id}")).await.expect("kill");
+        k.query_drop(format!("KILL QUERY {id}"))
+            .await
+            .expect("kill");
     });
     let start = Instant::now();
     let err = c.query_drop(slow).await.expect_err("killed");
@@ -139,10 +169,18 @@ async fn multi_statements_and_errors_keep_the_session() {
     assert_eq!(first.len(), 1);
     assert_eq!(second[0].clone().unwrap().len(), 2);
     // Errors do not break the connection.
-    for bad in ["SELEC 1", "SELECT * FROM nope", "SELECT nope FROM t", "CREATE TABLE x (a GEOMETRY)"] {
+    for bad in [
+        "SELEC 1",
+        "SELECT * FROM nope",
+        "SELECT nope FROM t",
+        "CREATE TABLE x (a GEOMETRY)",
+    ] {
         assert!(c.query_drop(bad).await.is_err(), "{bad} must fail");
     }
-    let n: Option<i64> = c.query_first("SELECT count(*) FROM t").await.expect("still fine");
+    let n: Option<i64> = c
+        .query_first("SELECT count(*) FROM t")
+        .await
+        .expect("still fine");
     assert_eq!(n, Some(3));
 }
 
@@ -153,10 +191,22 @@ async fn shell_runs_statements_from_e_and_stdin() {
     drop(c);
     let port = server.query_port.to_string();
     let out = std::process::Command::new(binary())
-        .args(["shell", "-P", &port, "-D", "p", "-e", "SELECT k, name FROM t ORDER BY k; SELECT 42 AS answer"])
+        .args([
+            "shell",
+            "-P",
+            &port,
+            "-D",
+            "p",
+            "-e",
+            "SELECT k, name FROM t ORDER BY k; SELECT 42 AS answer",
+        ])
         .output()
         .expect("shell -e");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text, "k\tname\n1\tone\n2\tNULL\n3\tthree\nanswer\n42\n");
     // Piped script, with a failing statement: exit status 1, error on stderr.

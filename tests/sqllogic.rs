@@ -8,7 +8,9 @@ use tethys_sql_tests::{MySqlDb, TethysServer};
 use tokio::sync::Mutex;
 
 fn slt_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -20,13 +22,18 @@ fn slt_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 async fn run_file(binary: &Path, file: &Path) -> Result<(), String> {
-    let server = TethysServer::start(binary).await.map_err(|e| e.to_string())?;
+    let server = TethysServer::start(binary)
+        .await
+        .map_err(|e| e.to_string())?;
     let server = Arc::new(Mutex::new(server));
     let mut runner = tethys_sql_tests::sqllogictest::Runner::new(move || {
         let server = server.clone();
         async move { MySqlDb::connect(server).await }
     });
-    runner.run_file_async(file).await.map_err(|e| e.display(true).to_string())
+    runner
+        .run_file_async(file)
+        .await
+        .map_err(|e| e.display(true).to_string())
 }
 
 fn main() {

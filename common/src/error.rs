@@ -160,18 +160,28 @@ impl From<datafusion::error::DataFusionError> for TethysError {
 /// Gives engine errors the MySQL meaning a user expects.
 fn refine(e: TethysError) -> TethysError {
     let m = match &e {
-        TethysError::Execution(m) | TethysError::Analysis(m) | TethysError::UnknownColumn(m) => m.clone(),
+        TethysError::Execution(m) | TethysError::Analysis(m) | TethysError::UnknownColumn(m) => {
+            m.clone()
+        }
         _ => return e,
     };
     if let Some(at) = m.find("No field named ") {
         let rest = &m[at + "No field named ".len()..];
         let line = rest.split('\n').next().unwrap_or_default();
-        let name = line.split(". ").next().unwrap_or_default().trim_end_matches('.');
-        let hint = m.find("Valid fields are").map(|i| format!(" {}", &m[i..])).unwrap_or_default();
+        let name = line
+            .split(". ")
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches('.');
+        let hint = m
+            .find("Valid fields are")
+            .map(|i| format!(" {}", &m[i..]))
+            .unwrap_or_default();
         TethysError::UnknownColumn(format!("Unknown column '{name}' in 'table list'.{hint}"))
     } else if m.contains("non-nullable but contains null values") {
         TethysError::DataQuality(
-            "Insert has filtered data in strict mode: a NULL value was given for a NOT NULL column".into(),
+            "Insert has filtered data in strict mode: a NULL value was given for a NOT NULL column"
+                .into(),
         )
     } else if m.contains("Query was cancelled") {
         TethysError::Cancelled
@@ -228,7 +238,10 @@ mod tests {
 
     #[test]
     fn codes_match_mysql() {
-        assert_eq!(TethysError::UnknownDatabase("x".into()).mysql_code().0, 1049);
+        assert_eq!(
+            TethysError::UnknownDatabase("x".into()).mysql_code().0,
+            1049
+        );
         assert_eq!(
             TethysError::UnknownTable {
                 database: "d".into(),
@@ -238,7 +251,10 @@ mod tests {
             .0,
             1146
         );
-        assert_eq!(TethysError::Syntax("x".into()).mysql_code(), (1064, "42000"));
+        assert_eq!(
+            TethysError::Syntax("x".into()).mysql_code(),
+            (1064, "42000")
+        );
     }
 
     #[test]

@@ -21,10 +21,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .truncate(true)
         .open(&tmp)
         .map_err(|e| TethysError::io(ctx("creating"), e))?;
-    f.write_all(bytes).map_err(|e| TethysError::io(ctx("writing"), e))?;
-    f.sync_all().map_err(|e| TethysError::io(ctx("syncing"), e))?;
+    f.write_all(bytes)
+        .map_err(|e| TethysError::io(ctx("writing"), e))?;
+    f.sync_all()
+        .map_err(|e| TethysError::io(ctx("syncing"), e))?;
     drop(f);
-    fs::rename(&tmp, path).map_err(|e| TethysError::io(format!("renaming onto {}", path.display()), e))?;
+    fs::rename(&tmp, path)
+        .map_err(|e| TethysError::io(format!("renaming onto {}", path.display()), e))?;
     if let Some(dir) = path.parent() {
         sync_dir(dir)?;
     }
@@ -33,14 +36,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Fsyncs a directory so that renames and creations in it are durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    let d = File::open(dir).map_err(|e| TethysError::io(format!("opening {}", dir.display()), e))?;
+    let d =
+        File::open(dir).map_err(|e| TethysError::io(format!("opening {}", dir.display()), e))?;
     d.sync_all()
         .map_err(|e| TethysError::io(format!("syncing directory {}", dir.display()), e))
 }
 
 /// Creates a directory (and parents) if missing.
 pub fn ensure_dir(dir: &Path) -> Result<()> {
-    fs::create_dir_all(dir).map_err(|e| TethysError::io(format!("creating directory {}", dir.display()), e))
+    fs::create_dir_all(dir)
+        .map_err(|e| TethysError::io(format!("creating directory {}", dir.display()), e))
 }
 
 #[cfg(test)]

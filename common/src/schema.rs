@@ -52,7 +52,12 @@ impl Column {
     pub fn arrow_field(&self) -> Field {
         let mut md = HashMap::new();
         md.insert(COLUMN_TYPE_METADATA_KEY.to_string(), self.column_type.sql());
-        Field::new(self.name.to_lowercase(), self.column_type.arrow_type(), self.nullable).with_metadata(md)
+        Field::new(
+            self.name.to_lowercase(),
+            self.column_type.arrow_type(),
+            self.nullable,
+        )
+        .with_metadata(md)
     }
 }
 
@@ -70,13 +75,18 @@ impl TableSchema {
     /// Arrow schema of the full table.
     pub fn arrow_schema(&self) -> SchemaRef {
         Arc::new(Schema::new(
-            self.columns.iter().map(|c| c.arrow_field()).collect::<Vec<_>>(),
+            self.columns
+                .iter()
+                .map(|c| c.arrow_field())
+                .collect::<Vec<_>>(),
         ))
     }
 
     /// Index of a column by name, case-insensitively.
     pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.columns.iter().position(|c| c.name.eq_ignore_ascii_case(name))
+        self.columns
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(name))
     }
 
     /// The protobuf form sent to backends.

@@ -22,10 +22,15 @@ pub enum ColumnType {
     LargeInt,
     Float,
     Double,
-    Decimal { precision: u8, scale: u8 },
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
     Date,
     /// DATETIME(p), p fractional second digits (0..=6).
-    DateTime { precision: u8 },
+    DateTime {
+        precision: u8,
+    },
     Char(u32),
     Varchar(u32),
     String,
@@ -35,7 +40,9 @@ impl ColumnType {
     /// Parses a type name and its arguments, e.g. `("decimal", [10, 2])`.
     pub fn from_parts(name: &str, args: &[u64]) -> Result<ColumnType> {
         let lname = name.to_ascii_lowercase();
-        let bad = |why: &str| TethysError::Analysis(format!("invalid type {}: {why}", name.to_uppercase()));
+        let bad = |why: &str| {
+            TethysError::Analysis(format!("invalid type {}: {why}", name.to_uppercase()))
+        };
         let no_args = |t: ColumnType| -> Result<ColumnType> {
             if args.is_empty() {
                 Ok(t)
@@ -109,9 +116,10 @@ impl ColumnType {
         let text = text.trim();
         let (name, args) = match text.find('(') {
             Some(i) => {
-                let inner = text[i + 1..].trim_end().strip_suffix(')').ok_or_else(|| {
-                    TethysError::Analysis(format!("malformed type '{text}'"))
-                })?;
+                let inner = text[i + 1..]
+                    .trim_end()
+                    .strip_suffix(')')
+                    .ok_or_else(|| TethysError::Analysis(format!("malformed type '{text}'")))?;
                 let args = inner
                     .split(',')
                     .map(|a| {
@@ -168,7 +176,9 @@ impl ColumnType {
             ColumnType::LargeInt => DataType::Decimal128(38, 0),
             ColumnType::Float => DataType::Float32,
             ColumnType::Double => DataType::Float64,
-            ColumnType::Decimal { precision, scale } => DataType::Decimal128(*precision, *scale as i8),
+            ColumnType::Decimal { precision, scale } => {
+                DataType::Decimal128(*precision, *scale as i8)
+            }
             ColumnType::Date => DataType::Date32,
             ColumnType::DateTime { .. } => DataType::Timestamp(TimeUnit::Microsecond, None),
             ColumnType::Char(_) | ColumnType::Varchar(_) | ColumnType::String => DataType::Utf8,
@@ -192,12 +202,18 @@ impl ColumnType {
 
     /// Whether the type can be a key, partition or bucket column.
     pub fn can_be_key(&self) -> bool {
-        !matches!(self, ColumnType::Float | ColumnType::Double | ColumnType::String)
+        !matches!(
+            self,
+            ColumnType::Float | ColumnType::Double | ColumnType::String
+        )
     }
 
     /// Whether the type is a string type.
     pub fn is_string(&self) -> bool {
-        matches!(self, ColumnType::Char(_) | ColumnType::Varchar(_) | ColumnType::String)
+        matches!(
+            self,
+            ColumnType::Char(_) | ColumnType::Varchar(_) | ColumnType::String
+        )
     }
 
     /// Maximum byte length of a string value, if bounded.
@@ -246,7 +262,13 @@ mod tests {
 
     #[test]
     fn desc_spelling() {
-        assert_eq!(ColumnType::parse("decimal(10,2)").unwrap().desc(), "DECIMAL(10, 2)");
-        assert_eq!(ColumnType::parse("varchar(3)").unwrap().desc(), "VARCHAR(3)");
+        assert_eq!(
+            ColumnType::parse("decimal(10,2)").unwrap().desc(),
+            "DECIMAL(10, 2)"
+        );
+        assert_eq!(
+            ColumnType::parse("varchar(3)").unwrap().desc(),
+            "VARCHAR(3)"
+        );
     }
 }

@@ -31,7 +31,9 @@ pub struct BackendClient {
 impl BackendClient {
     fn new(info: BackendInfo) -> Result<Self> {
         let channel = Endpoint::from_shared(info.rpc_url())
-            .map_err(|e| TethysError::Backend(format!("bad backend address {}: {e}", info.rpc_url())))?
+            .map_err(|e| {
+                TethysError::Backend(format!("bad backend address {}: {e}", info.rpc_url()))
+            })?
             .connect_timeout(std::time::Duration::from_secs(5))
             .tcp_nodelay(true)
             .connect_lazy();
@@ -52,17 +54,29 @@ impl BackendClient {
     }
 
     /// Runs one partition of a fragment and streams its batches.
-    pub async fn execute_fragment(&self, req: ExecFragmentRequest) -> Result<FlightRecordBatchStream> {
+    pub async fn execute_fragment(
+        &self,
+        req: ExecFragmentRequest,
+    ) -> Result<FlightRecordBatchStream> {
         let ticket = arrow_flight::Ticket {
             ticket: req.encode_to_vec().into(),
         };
-        let resp = self.flight().do_get(ticket).await.map_err(|s| self.err(s))?;
+        let resp = self
+            .flight()
+            .do_get(ticket)
+            .await
+            .map_err(|s| self.err(s))?;
         let stream = resp.into_inner().map_err(FlightError::from);
         Ok(FlightRecordBatchStream::new_from_flight_data(stream))
     }
 
     /// Sends rows of a transaction to one tablet.
-    pub async fn write(&self, txn_id: i64, tablet_id: i64, batches: Vec<RecordBatch>) -> Result<WriteResponse> {
+    pub async fn write(
+        &self,
+        txn_id: i64,
+        tablet_id: i64,
+        batches: Vec<RecordBatch>,
+    ) -> Result<WriteResponse> {
         let desc = FlightDescriptor::new_cmd(WriteRequest { txn_id, tablet_id }.encode_to_vec());
         let input = futures::stream::iter(batches.into_iter().map(Ok));
         let data = FlightDataEncoderBuilder::new()
@@ -84,7 +98,9 @@ impl BackendClient {
     pub fn err(&self, s: tonic::Status) -> TethysError {
         match s.code() {
             tonic::Code::Cancelled => TethysError::Cancelled,
-            tonic::Code::DataLoss => TethysError::Corruption(format!("({}) {}", self.info.host, s.message())),
+            tonic::Code::DataLoss => {
+                TethysError::Corruption(format!("({}) {}", self.info.host, s.message()))
+            }
             tonic::Code::Unavailable => TethysError::Backend(format!(
                 "backend {} at {}:{} is unavailable: {}",
                 self.info.id,

@@ -37,10 +37,10 @@ fn new_partition(
     range: Option<(Bound, Bound)>,
     buckets: u32,
 ) -> Result<Partition> {
-    let id = ids.next();
+    let id = ids.alloc();
     let mut tablets = vec![];
     for _ in 0..buckets {
-        let tid = ids.next();
+        let tid = ids.alloc();
         tablets.push(TabletRef {
             id: tid,
             backend_id: pick_backend(state, tid)?,
@@ -59,7 +59,11 @@ fn new_partition(
 }
 
 /// Creates the tablets of `partitions` on their backends.
-pub async fn create_tablets(fe: &Arc<Frontend>, table: &Table, partitions: &[Partition]) -> Result<()> {
+pub async fn create_tablets(
+    fe: &Arc<Frontend>,
+    table: &Table,
+    partitions: &[Partition],
+) -> Result<()> {
     let backends = fe.catalog.read().backends.clone();
     let mut per_be: BTreeMap<i64, Vec<TabletSpec>> = BTreeMap::new();
     for p in partitions {
@@ -100,7 +104,10 @@ pub async fn drop_tablets(fe: &Arc<Frontend>, partitions: &[Partition]) {
         if let Some(info) = backends.get(&be)
             && let Ok(c) = fe.pool.get(info)
         {
-            let _ = c.rpc().drop_tablets(DropTabletsRequest { tablet_ids: ids }).await;
+            let _ = c
+                .rpc()
+                .drop_tablets(DropTabletsRequest { tablet_ids: ids })
+                .await;
         }
     }
 }
@@ -121,7 +128,9 @@ pub async fn ensure_all_tablets(fe: &Arc<Frontend>) -> Result<()> {
 }
 
 pub fn resolve_db(session_db: &Option<String>, db: &Option<String>) -> Result<String> {
-    db.clone().or_else(|| session_db.clone()).ok_or(TethysError::NoDatabaseSelected)
+    db.clone()
+        .or_else(|| session_db.clone())
+        .ok_or(TethysError::NoDatabaseSelected)
 }
 
 /// CREATE DATABASE.
@@ -139,7 +148,7 @@ pub fn create_database(fe: &Arc<Frontend>, name: &str, if_not_exists: bool) -> R
         Ok((
             EditOp::CreateDatabase {
                 db: Database {
-                    id: ids.next(),
+                    id: ids.alloc(),
                     name: name.to_string(),
                     tables: BTreeMap::new(),
                     create_time: now_ms(),
@@ -159,14 +168,27 @@ pub async fn drop_database(fe: &Arc<Frontend>, name: &str, if_exists: bool) -> R
             }
             return Err(TethysError::DatabaseNotExists(name.into()));
         };
-        let parts: Vec<Partition> = db.tables.values().flat_map(|t| t.partitions.clone()).collect();
-        Ok((EditOp::DropDatabase { name: db.name.clone() }, parts))
+        let parts: Vec<Partition> = db
+            .tables
+            .values()
+            .flat_map(|t| t.partitions.clone())
+            .collect();
+        Ok((
+            EditOp::DropDatabase {
+                name: db.name.clone(),
+            },
+            parts,
+        ))
     })?;
     drop_tablets(fe, &parts).await;
     Ok(())
 }
 
-fn parse_range(def: &PartitionDef, ty: &tethys_common::types::ColumnType, prev_upper: Bound) -> Result<(Bound, Bound)> {
+fn parse_range(
+    def: &PartitionDef,
+    ty: &tethys_common::types::ColumnType,
+    prev_upper: Bound,
+) -> Result<(Bound, Bound)> {
     let (lo, hi) = match &def.values {
         PartitionValues::LessThan(v) => (
             prev_upper,
@@ -188,10 +210,17 @@ fn parse_range(def: &PartitionDef, ty: &tethys_common::types::ColumnType, prev_u
     Ok((lo, hi))
 }
 
-fn check_overlap(parts: &[Partition], name: &str, range: (Bound, Bound), ty: &tethys_common::types::ColumnType) -> Result<()> {
+fn check_overlap(
+    parts: &[Partition],
+    name: &str,
+    range: (Bound, Bound),
+    ty: &tethys_common::types::ColumnType,
+) -> Result<()> {
     for p in parts {
         if p.name.eq_ignore_ascii_case(name) {
-            return Err(TethysError::Analysis(format!("Duplicate partition name {name}")));
+            return Err(TethysError::Analysis(format!(
+                "Duplicate partition name {name}"
+            )));
         }
         if let Some((lo, hi)) = p.range
             && range.0 < hi
@@ -236,7 +265,9 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
         let mut keys = vec![];
         let mut bytes = 0;
         for c in &ct.columns {
-            let Some(w) = c.column_type.fixed_width() else { break };
+            let Some(w) = c.column_type.fixed_width() else {
+                break;
+            };
             if keys.len() == 3 || bytes + w > 36 {
                 break;
             }
@@ -301,13 +332,20 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
                         state.backends.len()
                     )));
                 }
-                properties.insert("replication_allocation".into(), format!("tag.location.default: {n}"));
+                properties.insert(
+                    "replication_allocation".into(),
+                    format!("tag.location.default: {n}"),
+                );
             }
             "compression" => {
                 compression = match v.to_ascii_lowercase().as_str() {
                     "zstd" => "zstd".into(),
                     "lz4" | "lz4f" | "default_compression" => "lz4".into(),
-                    other => return Err(TethysError::Analysis(format!("unknown compression type: {other}"))),
+                    other => {
+                        return Err(TethysError::Analysis(format!(
+                            "unknown compression type: {other}"
+                        )));
+                    }
                 };
                 properties.insert(lk, v.to_ascii_uppercase());
             }
@@ -333,9 +371,9 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
         ),
         Some(d) => {
             for c in &d.hash_columns {
-                let i = schema
-                    .index_of(c)
-                    .ok_or_else(|| TethysError::Analysis(format!("Distribution column[{c}] is not found")))?;
+                let i = schema.index_of(c).ok_or_else(|| {
+                    TethysError::Analysis(format!("Distribution column[{c}] is not found"))
+                })?;
                 if !schema.columns[i].column_type.can_be_key() {
                     return Err(TethysError::Analysis(format!(
                         "Distribution column[{c}] is not allowed: {} can not be a distribution column",
@@ -355,9 +393,14 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
                 d.buckets.is_none(),
             )
         }
-        None => (Distribution::Random { buckets: DEFAULT_BUCKETS }, true),
+        None => (
+            Distribution::Random {
+                buckets: DEFAULT_BUCKETS,
+            },
+            true,
+        ),
     };
-    let table_id = ids.next();
+    let table_id = ids.alloc();
     let mut partitions = vec![];
     let partition_column = match &ct.partition_column {
         Some(cols) => {
@@ -367,9 +410,11 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
                     "multi-column range partitions are not supported yet".into(),
                 ));
             }
-            let i = schema
-                .index_of(col)
-                .ok_or_else(|| TethysError::Analysis(format!("Partition column[{col}] does not exist in column list.")))?;
+            let i = schema.index_of(col).ok_or_else(|| {
+                TethysError::Analysis(format!(
+                    "Partition column[{col}] does not exist in column list."
+                ))
+            })?;
             if !schema.columns[i].is_key {
                 return Err(TethysError::Analysis(format!(
                     "The partition column could not be aggregated column, and must be a key column: {col}"
@@ -377,20 +422,34 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
             }
             let ty = schema.columns[i].column_type;
             if ct.partitions.is_empty() {
-                return Err(TethysError::Analysis("a RANGE partitioned table needs at least one partition".into()));
+                return Err(TethysError::Analysis(
+                    "a RANGE partitioned table needs at least one partition".into(),
+                ));
             }
             let mut prev = Bound::Min;
             for def in &ct.partitions {
                 let range = parse_range(def, &ty, prev)?;
                 check_overlap(&partitions, &def.name, range, &ty)?;
                 prev = range.1;
-                partitions.push(new_partition(state, ids, &def.name, Some(range), distribution.buckets())?);
+                partitions.push(new_partition(
+                    state,
+                    ids,
+                    &def.name,
+                    Some(range),
+                    distribution.buckets(),
+                )?);
             }
             partitions.sort_by_key(|p| p.range.map(|r| r.0));
             Some(schema.columns[i].name.clone())
         }
         None => {
-            partitions.push(new_partition(state, ids, &ct.name, None, distribution.buckets())?);
+            partitions.push(new_partition(
+                state,
+                ids,
+                &ct.name,
+                None,
+                distribution.buckets(),
+            )?);
             None
         }
     };
@@ -410,10 +469,16 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
 }
 
 /// CREATE TABLE.
-pub async fn create_table(fe: &Arc<Frontend>, session_db: &Option<String>, ct: &CreateTable) -> Result<()> {
+pub async fn create_table(
+    fe: &Arc<Frontend>,
+    session_db: &Option<String>,
+    ct: &CreateTable,
+) -> Result<()> {
     let db = resolve_db(session_db, &ct.db)?;
     let created = fe.catalog.mutate(|state, ids| {
-        let d = state.database(&db).ok_or_else(|| TethysError::UnknownDatabase(db.clone()))?;
+        let d = state
+            .database(&db)
+            .ok_or_else(|| TethysError::UnknownDatabase(db.clone()))?;
         if d.table(&ct.name).is_some() {
             if ct.if_not_exists {
                 return Ok((EditOp::RemoveTxns { ids: vec![] }, None));
@@ -448,10 +513,18 @@ pub async fn create_table(fe: &Arc<Frontend>, session_db: &Option<String>, ct: &
 }
 
 /// DROP TABLE.
-pub async fn drop_table(fe: &Arc<Frontend>, session_db: &Option<String>, db: &Option<String>, name: &str, if_exists: bool) -> Result<()> {
+pub async fn drop_table(
+    fe: &Arc<Frontend>,
+    session_db: &Option<String>,
+    db: &Option<String>,
+    name: &str,
+    if_exists: bool,
+) -> Result<()> {
     let db = resolve_db(session_db, db)?;
     let parts = fe.catalog.mutate(|state, _| {
-        let d = state.database(&db).ok_or_else(|| TethysError::UnknownDatabase(db.clone()))?;
+        let d = state
+            .database(&db)
+            .ok_or_else(|| TethysError::UnknownDatabase(db.clone()))?;
         let Some(t) = d.table(name) else {
             if if_exists {
                 return Ok((EditOp::RemoveTxns { ids: vec![] }, vec![]));
@@ -470,8 +543,14 @@ pub async fn drop_table(fe: &Arc<Frontend>, session_db: &Option<String>, db: &Op
     Ok(())
 }
 
-fn find_table<'a>(state: &'a CatalogState, db: &str, name: &str) -> Result<(&'a Database, &'a Table)> {
-    let d = state.database(db).ok_or_else(|| TethysError::UnknownDatabase(db.to_string()))?;
+fn find_table<'a>(
+    state: &'a CatalogState,
+    db: &str,
+    name: &str,
+) -> Result<(&'a Database, &'a Table)> {
+    let d = state
+        .database(db)
+        .ok_or_else(|| TethysError::UnknownDatabase(db.to_string()))?;
     let t = d.table(name).ok_or_else(|| TethysError::UnknownTable {
         database: d.name.clone(),
         table: name.to_string(),
@@ -492,7 +571,10 @@ pub async fn truncate_table(
         let (d, t) = find_table(state, &db, name)?;
         for p in only {
             if t.partition(p).is_none() {
-                return Err(TethysError::Analysis(format!("Partition {p} does not exist in table {}", t.name)));
+                return Err(TethysError::Analysis(format!(
+                    "Partition {p} does not exist in table {}",
+                    t.name
+                )));
             }
         }
         let mut parts = vec![];
@@ -525,12 +607,21 @@ pub async fn truncate_table(
 }
 
 /// ALTER TABLE ... ADD PARTITION.
-pub async fn add_partition(fe: &Arc<Frontend>, session_db: &Option<String>, db: &Option<String>, table: &str, def: &PartitionDef) -> Result<()> {
+pub async fn add_partition(
+    fe: &Arc<Frontend>,
+    session_db: &Option<String>,
+    db: &Option<String>,
+    table: &str,
+    def: &PartitionDef,
+) -> Result<()> {
     let db = resolve_db(session_db, db)?;
     let added = fe.catalog.mutate(|state, ids| {
         let (d, t) = find_table(state, &db, table)?;
         let ty = t.partition_column_type().ok_or_else(|| {
-            TethysError::Analysis(format!("Table {} is not partitioned; it cannot get partitions", t.name))
+            TethysError::Analysis(format!(
+                "Table {} is not partitioned; it cannot get partitions",
+                t.name
+            ))
         })?;
         if t.partition(&def.name).is_some() && def.if_not_exists {
             return Ok((EditOp::RemoveTxns { ids: vec![] }, None));
@@ -549,7 +640,13 @@ pub async fn add_partition(fe: &Arc<Frontend>, session_db: &Option<String>, db: 
             .unwrap_or(Bound::Min);
         let range = parse_range(def, &ty, prev)?;
         check_overlap(&t.partitions, &def.name, range, &ty)?;
-        let p = new_partition(state, ids, &def.name, Some(range), def.buckets.unwrap_or(t.distribution.buckets()))?;
+        let p = new_partition(
+            state,
+            ids,
+            &def.name,
+            Some(range),
+            def.buckets.unwrap_or(t.distribution.buckets()),
+        )?;
         Ok((
             EditOp::AddPartition {
                 db: d.name.clone(),
@@ -578,13 +675,18 @@ pub async fn drop_partition(
     let dropped = fe.catalog.mutate(|state, _| {
         let (d, t) = find_table(state, &db, table)?;
         if t.partition_column.is_none() {
-            return Err(TethysError::Analysis(format!("Table {} is not partitioned", t.name)));
+            return Err(TethysError::Analysis(format!(
+                "Table {} is not partitioned",
+                t.name
+            )));
         }
         let Some(p) = t.partition(name) else {
             if if_exists {
                 return Ok((EditOp::RemoveTxns { ids: vec![] }, None));
             }
-            return Err(TethysError::Analysis(format!("Error in list of partitions to {name}")));
+            return Err(TethysError::Analysis(format!(
+                "Error in list of partitions to {name}"
+            )));
         };
         Ok((
             EditOp::DropPartition {
@@ -633,7 +735,11 @@ pub fn show_create_table(t: &Table) -> String {
     s.push_str(&format!("{}({})\n", t.keys_type.sql(), keys.join(", ")));
     s.push_str(&format!(
         "COMMENT '{}'\n",
-        if t.comment.is_empty() { "OLAP".into() } else { t.comment.replace('\'', "\\'") }
+        if t.comment.is_empty() {
+            "OLAP".into()
+        } else {
+            t.comment.replace('\'', "\\'")
+        }
     ));
     if let (Some(col), Some(ty)) = (&t.partition_column, t.partition_column_type()) {
         s.push_str(&format!("PARTITION BY RANGE(`{col}`)\n("));
@@ -641,9 +747,13 @@ pub fn show_create_table(t: &Table) -> String {
             .partitions
             .iter()
             .map(|p| match p.range {
-                Some((lo, hi)) if lo == Bound::Min => match hi {
+                Some((Bound::Min, hi)) => match hi {
                     Bound::Max => format!("PARTITION {} VALUES LESS THAN (MAXVALUE)", p.name),
-                    _ => format!("PARTITION {} VALUES LESS THAN (\"{}\")", p.name, hi.display(&ty)),
+                    _ => format!(
+                        "PARTITION {} VALUES LESS THAN (\"{}\")",
+                        p.name,
+                        hi.display(&ty)
+                    ),
                 },
                 Some((lo, Bound::Max)) => format!(
                     "PARTITION {} VALUES [(\"{}\"), (MAXVALUE))",
@@ -670,12 +780,21 @@ pub fn show_create_table(t: &Table) -> String {
     match &t.distribution {
         Distribution::Hash { columns, .. } => {
             let c: Vec<String> = columns.iter().map(|c| format!("`{c}`")).collect();
-            s.push_str(&format!("DISTRIBUTED BY HASH({}) BUCKETS {buckets}\n", c.join(", ")));
+            s.push_str(&format!(
+                "DISTRIBUTED BY HASH({}) BUCKETS {buckets}\n",
+                c.join(", ")
+            ));
         }
-        Distribution::Random { .. } => s.push_str(&format!("DISTRIBUTED BY RANDOM BUCKETS {buckets}\n")),
+        Distribution::Random { .. } => {
+            s.push_str(&format!("DISTRIBUTED BY RANDOM BUCKETS {buckets}\n"))
+        }
     }
     s.push_str("PROPERTIES (\n");
-    let props: Vec<String> = t.properties.iter().map(|(k, v)| format!("\"{k}\" = \"{v}\"")).collect();
+    let props: Vec<String> = t
+        .properties
+        .iter()
+        .map(|(k, v)| format!("\"{k}\" = \"{v}\""))
+        .collect();
     s.push_str(&props.join(",\n"));
     s.push_str("\n);");
     s

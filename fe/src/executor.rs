@@ -37,10 +37,17 @@ fn ok() -> Output {
 /// A result of string columns.
 fn string_rows(columns: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
     let schema: SchemaRef = Arc::new(Schema::new(
-        columns.iter().map(|c| Field::new(*c, DataType::Utf8, true)).collect::<Vec<_>>(),
+        columns
+            .iter()
+            .map(|c| Field::new(*c, DataType::Utf8, true))
+            .collect::<Vec<_>>(),
     ));
     let arrays: Vec<ArrayRef> = (0..columns.len())
-        .map(|i| Arc::new(StringArray::from(rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>())) as ArrayRef)
+        .map(|i| {
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>(),
+            )) as ArrayRef
+        })
         .collect();
     let batch = RecordBatch::try_new(schema.clone(), arrays)?;
     Ok(Output::Rows(Box::pin(RecordBatchStreamAdapter::new(
@@ -68,21 +75,34 @@ pub fn like_match(pattern: &str, s: &str) -> bool {
 
 /// Filters SHOW output by LIKE on the first column, or by a WHERE clause
 /// evaluated with DataFusion over the rows.
-async fn filtered(columns: &[&str], mut rows: Vec<Vec<String>>, filter: &ShowFilter) -> Result<Output> {
+async fn filtered(
+    columns: &[&str],
+    mut rows: Vec<Vec<String>>,
+    filter: &ShowFilter,
+) -> Result<Output> {
     if let Some(p) = &filter.like {
         rows.retain(|r| like_match(p, &r[0]));
     }
     let out = string_rows(columns, rows)?;
-    let Some(w) = &filter.where_sql else { return Ok(out) };
-    let Output::Rows(stream) = out else { return Ok(out) };
+    let Some(w) = &filter.where_sql else {
+        return Ok(out);
+    };
+    let Output::Rows(stream) = out else {
+        return Ok(out);
+    };
     let schema = stream.schema();
     let batches: Vec<RecordBatch> = datafusion::physical_plan::common::collect(stream).await?;
     let ctx = SessionContext::new();
     let mut cfg = ctx.copied_config();
     cfg.options_mut().sql_parser.enable_ident_normalization = false;
     let ctx = SessionContext::new_with_config(cfg);
-    ctx.register_table("show_rows", Arc::new(MemTable::try_new(schema, vec![batches])?))?;
-    let df = ctx.sql(&format!("SELECT * FROM show_rows WHERE {w}")).await?;
+    ctx.register_table(
+        "show_rows",
+        Arc::new(MemTable::try_new(schema, vec![batches])?),
+    )?;
+    let df = ctx
+        .sql(&format!("SELECT * FROM show_rows WHERE {w}"))
+        .await?;
     Ok(Output::Rows(df.execute_stream().await?))
 }
 
@@ -107,7 +127,10 @@ fn map_not_found(fe: &Frontend, session: &Session, e: TethysError) -> TethysErro
         if fe.catalog.read().database(&db).is_none() {
             return TethysError::UnknownDatabase(db);
         }
-        return TethysError::UnknownTable { database: db, table };
+        return TethysError::UnknownTable {
+            database: db,
+            table,
+        };
     }
     e
 }
@@ -631,7 +654,12 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
     }
 }
 
-async fn run_query(fe: &Arc<Frontend>, session: &Session, sql: &str, label: Option<String>) -> Result<Output> {
+async fn run_query(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    sql: &str,
+    label: Option<String>,
+) -> Result<Output> {
     let stmt = Arc::new(statement_ctx(fe, session, label));
     let ctx = planner::statement_context(fe, session, stmt.clone())?;
     let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
@@ -643,7 +671,10 @@ async fn run_query(fe: &Arc<Frontend>, session: &Session, sql: &str, label: Opti
     match &plan {
         LogicalPlan::Dml(_) => {
             let df = ctx.execute_logical_plan(plan).await?;
-            let batches = df.collect().await.map_err(|e| map_not_found(fe, session, e.into()))?;
+            let batches = df
+                .collect()
+                .await
+                .map_err(|e| map_not_found(fe, session, e.into()))?;
             let affected = batches
                 .first()
                 .and_then(|b| {
@@ -653,34 +684,49 @@ async fn run_query(fe: &Arc<Frontend>, session: &Session, sql: &str, label: Opti
                         .map(|a| a.value(0))
                 })
                 .unwrap_or(0);
-            let info = match stmt.outcome.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-                Some(o) => format!("{{'label':'{}', 'status':'{}', 'txnId':'{}'}}", o.label, o.status, o.txn_id),
+            let info = match stmt
+                .outcome
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+            {
+                Some(o) => format!(
+                    "{{'label':'{}', 'status':'{}', 'txnId':'{}'}}",
+                    o.label, o.status, o.txn_id
+                ),
                 None => String::new(),
             };
             Ok(Output::Ok { affected, info })
         }
-        LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) | LogicalPlan::Copy(_) => Err(TethysError::NotSupported(
-            "this statement is not supported".into(),
-        )),
+        LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) | LogicalPlan::Copy(_) => Err(
+            TethysError::NotSupported("this statement is not supported".into()),
+        ),
         _ => {
             let df = ctx.execute_logical_plan(plan).await?;
             let stream = df.execute_stream().await?;
             let fe2 = fe.clone();
             let session2 = session.clone();
             let schema = stream.schema();
-            let mapped = stream.map(move |r| r.map_err(|e| map_not_found(&fe2, &session2, e.into()).into()));
-            Ok(Output::Rows(Box::pin(RecordBatchStreamAdapter::new(schema, mapped))))
+            let mapped =
+                stream.map(move |r| r.map_err(|e| map_not_found(&fe2, &session2, e.into()).into()));
+            Ok(Output::Rows(Box::pin(RecordBatchStreamAdapter::new(
+                schema, mapped,
+            ))))
         }
     }
 }
 
 fn table_snapshot(fe: &Frontend, db: &str, name: &str) -> Result<crate::catalog::Table> {
     let state = fe.catalog.read();
-    let d = state.database(db).ok_or_else(|| TethysError::UnknownDatabase(db.to_string()))?;
-    d.table(name).cloned().ok_or_else(|| TethysError::UnknownTable {
-        database: d.name.clone(),
-        table: name.to_string(),
-    })
+    let d = state
+        .database(db)
+        .ok_or_else(|| TethysError::UnknownDatabase(db.to_string()))?;
+    d.table(name)
+        .cloned()
+        .ok_or_else(|| TethysError::UnknownTable {
+            database: d.name.clone(),
+            table: name.to_string(),
+        })
 }
 
 async fn tablet_stats(
@@ -696,7 +742,9 @@ async fn tablet_stats(
     }
     let mut out = std::collections::HashMap::new();
     for (be, ids) in per_be {
-        let Some(info) = backends.get(&be) else { continue };
+        let Some(info) = backends.get(&be) else {
+            continue;
+        };
         let c = fe.pool.get(info)?;
         let r = c
             .rpc()

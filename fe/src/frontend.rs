@@ -88,7 +88,10 @@ impl Frontend {
             kill,
             killed: AtomicBool::new(false),
         });
-        self.conns.lock().unwrap_or_else(|p| p.into_inner()).insert(id, h.clone());
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, h.clone());
         h
     }
 
@@ -109,19 +112,34 @@ impl Frontend {
             kill,
             killed: AtomicBool::new(false),
         });
-        self.conns.lock().unwrap_or_else(|p| p.into_inner()).insert(id, h.clone());
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, h.clone());
         h
     }
 
     pub fn unregister_conn(&self, id: u32) {
-        self.conns.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
     }
 
     pub fn conn(&self, id: u32) -> Option<Arc<ConnHandle>> {
-        self.conns.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned()
     }
 
     pub fn conns(&self) -> Vec<Arc<ConnHandle>> {
-        self.conns.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
     }
 }

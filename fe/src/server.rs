@@ -38,7 +38,7 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
             // A standalone restart on new ports keeps the backend's id.
             let id = match state.backends.keys().next() {
                 Some(id) if state.backends.len() == 1 && cfg.backends.len() == 1 => *id,
-                _ => ids.next(),
+                _ => ids.alloc(),
             };
             Ok((
                 EditOp::AddBackend {

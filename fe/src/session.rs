@@ -114,7 +114,12 @@ impl Variables {
     /// Current value of a variable, `None` if unknown.
     pub fn get(&self, name: &str) -> Option<String> {
         let d = def(name)?;
-        Some(self.overrides.get(d.name).cloned().unwrap_or_else(|| d.default.to_string()))
+        Some(
+            self.overrides
+                .get(d.name)
+                .cloned()
+                .unwrap_or_else(|| d.default.to_string()),
+        )
     }
 
     /// Sets a variable after validating the value.
@@ -155,7 +160,9 @@ impl Variables {
                         tethys_common::functions::timezone::parse_tz(value)?;
                     }
                     if d.name == "group_commit" && value != "off_mode" {
-                        return Err(TethysError::NotSupported("group commit is not supported yet".into()));
+                        return Err(TethysError::NotSupported(
+                            "group commit is not supported yet".into(),
+                        ));
                     }
                     value.to_string()
                 }
@@ -192,11 +199,15 @@ impl Variables {
     }
 
     pub fn query_timeout_secs(&self) -> u64 {
-        self.get("query_timeout").and_then(|v| v.parse().ok()).unwrap_or(900)
+        self.get("query_timeout")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(900)
     }
 
     pub fn insert_timeout_secs(&self) -> u64 {
-        self.get("insert_timeout").and_then(|v| v.parse().ok()).unwrap_or(14400)
+        self.get("insert_timeout")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(14400)
     }
 
     pub fn parallelism(&self) -> usize {
@@ -205,7 +216,9 @@ impl Variables {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         if n == 0 {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
         } else {
             n
         }
@@ -252,7 +265,10 @@ mod tests {
         v.set("batch_size", "1024").unwrap();
         assert_eq!(v.batch_size(), 1024);
         assert!(v.set("batch_size", "abc").is_err());
-        assert!(matches!(v.set("nope", "1"), Err(TethysError::UnknownVariable(_))));
+        assert!(matches!(
+            v.set("nope", "1"),
+            Err(TethysError::UnknownVariable(_))
+        ));
         v.set("time_zone", "Asia/Shanghai").unwrap();
         assert!(v.set("time_zone", "Nowhere/City").is_err());
         v.set("autocommit", "ON").unwrap();

@@ -42,7 +42,7 @@ impl TxnManager {
     /// that was not aborted is refused.
     pub fn begin(&self, db: &str, label: Option<String>, source: &str) -> Result<TxnRecord> {
         self.catalog.mutate(|state, ids| {
-            let id = ids.next();
+            let id = ids.alloc();
             let label = label.unwrap_or_else(|| format!("insert_{:x}{:08x}", now_ms(), id));
             if let Some(t) = state
                 .txns
@@ -73,7 +73,11 @@ impl TxnManager {
 
     /// Commits and publishes a transaction that wrote to the given
     /// (table id, partition id) pairs.
-    pub async fn commit_and_publish(&self, txn_id: i64, touched: &BTreeSet<(i64, i64)>) -> Result<()> {
+    pub async fn commit_and_publish(
+        &self,
+        txn_id: i64,
+        touched: &BTreeSet<(i64, i64)>,
+    ) -> Result<()> {
         let _g = self.publish_lock.lock().await;
         self.catalog.mutate(|state, _| {
             let txn = state
@@ -125,7 +129,8 @@ impl TxnManager {
                 .txns
                 .get(&txn_id)
                 .ok_or_else(|| TethysError::Internal(format!("transaction {txn_id} not found")))?;
-            let mut plan: BTreeMap<i64, (crate::catalog::BackendInfo, Vec<TabletVersion>)> = BTreeMap::new();
+            let mut plan: BTreeMap<i64, (crate::catalog::BackendInfo, Vec<TabletVersion>)> =
+                BTreeMap::new();
             for v in &txn.versions {
                 let part = state
                     .databases
@@ -135,13 +140,23 @@ impl TxnManager {
                     .and_then(|t| t.partitions.iter().find(|p| p.id == v.partition_id));
                 let Some(part) = part else { continue };
                 for tab in &part.tablets {
-                    let be = state.backends.get(&tab.backend_id).cloned().ok_or_else(|| {
-                        TethysError::Internal(format!("backend {} of tablet {} is unknown", tab.backend_id, tab.id))
-                    })?;
-                    plan.entry(be.id).or_insert_with(|| (be, vec![])).1.push(TabletVersion {
-                        tablet_id: tab.id,
-                        version: v.version,
-                    });
+                    let be = state
+                        .backends
+                        .get(&tab.backend_id)
+                        .cloned()
+                        .ok_or_else(|| {
+                            TethysError::Internal(format!(
+                                "backend {} of tablet {} is unknown",
+                                tab.backend_id, tab.id
+                            ))
+                        })?;
+                    plan.entry(be.id)
+                        .or_insert_with(|| (be, vec![]))
+                        .1
+                        .push(TabletVersion {
+                            tablet_id: tab.id,
+                            version: v.version,
+                        });
                 }
             }
             plan
@@ -161,7 +176,15 @@ impl TxnManager {
                     ))
                 })?;
         }
-        self.catalog.mutate(|_, _| Ok((EditOp::VisibleTxn { txn_id, time: now_ms() }, ())))
+        self.catalog.mutate(|_, _| {
+            Ok((
+                EditOp::VisibleTxn {
+                    txn_id,
+                    time: now_ms(),
+                },
+                (),
+            ))
+        })
     }
 
     /// Aborts a transaction and discards its data on every backend.
@@ -199,12 +222,21 @@ impl TxnManager {
         let (prepare, committed): (Vec<i64>, Vec<i64>) = {
             let s = self.catalog.read();
             (
-                s.txns.values().filter(|t| t.state == TxnState::Prepare).map(|t| t.id).collect(),
-                s.txns.values().filter(|t| t.state == TxnState::Committed).map(|t| t.id).collect(),
+                s.txns
+                    .values()
+                    .filter(|t| t.state == TxnState::Prepare)
+                    .map(|t| t.id)
+                    .collect(),
+                s.txns
+                    .values()
+                    .filter(|t| t.state == TxnState::Committed)
+                    .map(|t| t.id)
+                    .collect(),
             )
         };
         for id in prepare {
-            self.abort(id, "aborted at FE restart: the load never committed").await?;
+            self.abort(id, "aborted at FE restart: the load never committed")
+                .await?;
         }
         for id in committed {
             self.publish(id).await?;

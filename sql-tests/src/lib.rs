@@ -33,7 +33,10 @@ pub enum HarnessError {
 
 fn free_port() -> Result<u16, HarnessError> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| HarnessError::Setup(e.to_string()))?;
-    let p = l.local_addr().map_err(|e| HarnessError::Setup(e.to_string()))?.port();
+    let p = l
+        .local_addr()
+        .map_err(|e| HarnessError::Setup(e.to_string()))?
+        .port();
     Ok(p)
 }
 
@@ -83,7 +86,9 @@ impl TethysServer {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| HarnessError::Setup(format!("cannot start {}: {e}", self.binary.display())))?;
+            .map_err(|e| {
+                HarnessError::Setup(format!("cannot start {}: {e}", self.binary.display()))
+            })?;
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -94,10 +99,14 @@ impl TethysServer {
             if let Some(ch) = self.child.as_mut()
                 && let Ok(Some(status)) = ch.try_wait()
             {
-                return Err(HarnessError::Setup(format!("tethys exited at start: {status}")));
+                return Err(HarnessError::Setup(format!(
+                    "tethys exited at start: {status}"
+                )));
             }
             if Instant::now() > deadline {
-                return Err(HarnessError::Setup("tethys did not accept connections within 60 s".into()));
+                return Err(HarnessError::Setup(
+                    "tethys did not accept connections within 60 s".into(),
+                ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -170,12 +179,15 @@ fn text(v: &Value) -> String {
 fn column_type(c: &mysql_async::Column) -> DefaultColumnType {
     use mysql_async::consts::ColumnType as T;
     match c.column_type() {
-        T::MYSQL_TYPE_TINY | T::MYSQL_TYPE_SHORT | T::MYSQL_TYPE_LONG | T::MYSQL_TYPE_LONGLONG | T::MYSQL_TYPE_INT24 => {
-            DefaultColumnType::Integer
-        }
-        T::MYSQL_TYPE_FLOAT | T::MYSQL_TYPE_DOUBLE | T::MYSQL_TYPE_NEWDECIMAL | T::MYSQL_TYPE_DECIMAL => {
-            DefaultColumnType::FloatingPoint
-        }
+        T::MYSQL_TYPE_TINY
+        | T::MYSQL_TYPE_SHORT
+        | T::MYSQL_TYPE_LONG
+        | T::MYSQL_TYPE_LONGLONG
+        | T::MYSQL_TYPE_INT24 => DefaultColumnType::Integer,
+        T::MYSQL_TYPE_FLOAT
+        | T::MYSQL_TYPE_DOUBLE
+        | T::MYSQL_TYPE_NEWDECIMAL
+        | T::MYSQL_TYPE_DECIMAL => DefaultColumnType::FloatingPoint,
         _ => DefaultColumnType::Text,
     }
 }
@@ -210,7 +222,13 @@ impl AsyncDB for MySqlDb {
         let affected = self.conn()?.affected_rows();
         let lower = sql.trim_start().to_ascii_lowercase();
         if let Some(db) = lower.strip_prefix("use ") {
-            self.database = Some(sql.trim()[4..].trim().trim_end_matches(';').trim_matches('`').to_string());
+            self.database = Some(
+                sql.trim()[4..]
+                    .trim()
+                    .trim_end_matches(';')
+                    .trim_matches('`')
+                    .to_string(),
+            );
             let _ = db;
         }
         if types.is_empty() {

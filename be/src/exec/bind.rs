@@ -13,9 +13,16 @@ use super::scan::TabletScanExec;
 use crate::storage::StorageEngine;
 
 /// Replaces scan descriptions with storage scans, recursively.
-pub fn bind_scans(plan: Arc<dyn ExecutionPlan>, engine: &Arc<StorageEngine>) -> Result<Arc<dyn ExecutionPlan>> {
+pub fn bind_scans(
+    plan: Arc<dyn ExecutionPlan>,
+    engine: &Arc<StorageEngine>,
+) -> Result<Arc<dyn ExecutionPlan>> {
     if let Some(scan) = plan.downcast_ref::<OlapScanExec>() {
-        return Ok(Arc::new(TabletScanExec::new(scan.clone(), None, engine.clone())));
+        return Ok(Arc::new(TabletScanExec::new(
+            scan.clone(),
+            None,
+            engine.clone(),
+        )));
     }
     if let Some(filter) = plan.downcast_ref::<FilterExec>()
         && let Some(scan) = filter.input().downcast_ref::<OlapScanExec>()

@@ -50,7 +50,12 @@ impl FragmentExecutor {
         }
         let task = Arc::new(TaskContext::from(&state).with_session_config(cfg));
         let plan = physical_plan_from_bytes_with_extension_codec(&req.plan, &task, &TethysCodec)
-            .map_err(|e| TethysError::Internal(format!("cannot decode fragment of query {}: {e}", req.query_id)))?;
+            .map_err(|e| {
+                TethysError::Internal(format!(
+                    "cannot decode fragment of query {}: {e}",
+                    req.query_id
+                ))
+            })?;
         let plan = bind::bind_scans(plan, &self.engine)?;
         let partitions = plan.properties().partitioning.partition_count();
         if req.partition as usize >= partitions {

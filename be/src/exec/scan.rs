@@ -13,9 +13,13 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchReceiverStream;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
 use tethys_common::TethysError;
 use tethys_common::plan::OlapScanExec;
 
@@ -35,7 +39,11 @@ pub struct TabletScanExec {
 
 impl TabletScanExec {
     /// Binds a scan description to `engine`.
-    pub fn new(scan: OlapScanExec, predicate: Option<Arc<dyn PhysicalExpr>>, engine: Arc<StorageEngine>) -> Self {
+    pub fn new(
+        scan: OlapScanExec,
+        predicate: Option<Arc<dyn PhysicalExpr>>,
+        engine: Arc<StorageEngine>,
+    ) -> Self {
         let schema = scan.schema();
         let properties = Arc::new(PlanProperties::new(
             EquivalenceProperties::new(schema),
@@ -90,7 +98,10 @@ impl ExecutionPlan for TabletScanExec {
         }
     }
 
-    fn with_new_children(self: Arc<Self>, _children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
         Ok(self)
     }
 
@@ -98,7 +109,11 @@ impl ExecutionPlan for TabletScanExec {
         Some(self.metrics.clone_inner())
     }
 
-    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
         let schema: SchemaRef = self.scan.schema();
         let tablets = self.scan.tablets_of_partition(partition);
         let table_schema = self.scan.table_schema().clone();
@@ -130,7 +145,8 @@ impl ExecutionPlan for TabletScanExec {
                     let keep: Vec<bool> = match &pruning {
                         Some(p) => {
                             // Whole segment first, then its pages.
-                            let seg_zone: Vec<&ZoneMap> = projection.iter().map(|&c| &cols[c].zone).collect();
+                            let seg_zone: Vec<&ZoneMap> =
+                                projection.iter().map(|&c| &cols[c].zone).collect();
                             let seg_stats = ZoneStats {
                                 schema: &schema,
                                 zones: vec![seg_zone],
@@ -142,9 +158,16 @@ impl ExecutionPlan for TabletScanExec {
                                 let stats = ZoneStats {
                                     schema: &schema,
                                     zones: (0..pages)
-                                        .map(|pi| projection.iter().map(|&c| &cols[c].pages[pi].zone).collect())
+                                        .map(|pi| {
+                                            projection
+                                                .iter()
+                                                .map(|&c| &cols[c].pages[pi].zone)
+                                                .collect()
+                                        })
                                         .collect(),
-                                    rows: (0..pages).map(|pi| cols[0].pages[pi].num_rows as u64).collect(),
+                                    rows: (0..pages)
+                                        .map(|pi| cols[0].pages[pi].num_rows as u64)
+                                        .collect(),
                                 };
                                 p.prune(&stats)?
                             }
@@ -152,7 +175,8 @@ impl ExecutionPlan for TabletScanExec {
                         None => vec![true; pages],
                     };
                     for (pi, keep) in keep.iter().enumerate() {
-                        let page_rows = cols.first().map(|c| c.pages[pi].num_rows).unwrap_or(0) as usize;
+                        let page_rows =
+                            cols.first().map(|c| c.pages[pi].num_rows).unwrap_or(0) as usize;
                         if !keep {
                             counters.pages_skipped.add(1);
                             counters.rows_stats_filtered.add(page_rows);
@@ -171,7 +195,8 @@ impl ExecutionPlan for TabletScanExec {
                             RecordBatch::try_new_with_options(
                                 schema.clone(),
                                 arrays,
-                                &arrow::array::RecordBatchOptions::new().with_row_count(Some(page_rows)),
+                                &arrow::array::RecordBatchOptions::new()
+                                    .with_row_count(Some(page_rows)),
                             )?
                         } else {
                             RecordBatch::try_new(schema.clone(), arrays)?
@@ -192,7 +217,9 @@ impl ExecutionPlan for TabletScanExec {
 
 fn corrupt_in(tablet_id: i64, e: TethysError) -> DataFusionError {
     match e {
-        TethysError::Corruption(m) => TethysError::Corruption(format!("tablet {tablet_id}: {m}")).into(),
+        TethysError::Corruption(m) => {
+            TethysError::Corruption(format!("tablet {tablet_id}: {m}")).into()
+        }
         other => other.into(),
     }
 }

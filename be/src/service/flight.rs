@@ -15,8 +15,8 @@ use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::{
-    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest,
-    HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
+    Action, ActionType, Criteria, Empty, FlightData, FlightDescriptor, FlightInfo,
+    HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
 };
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
@@ -43,7 +43,12 @@ fn to_flight_err(e: impl Into<TethysError>) -> FlightError {
     FlightError::Tonic(Box::new(Status::from(e.into())))
 }
 
-async fn flush(backend: &Arc<Backend>, txn: i64, tablet: i64, batches: Vec<RecordBatch>) -> Result<u64, Status> {
+async fn flush(
+    backend: &Arc<Backend>,
+    txn: i64,
+    tablet: i64,
+    batches: Vec<RecordBatch>,
+) -> Result<u64, Status> {
     let b = backend.clone();
     tokio::task::spawn_blocking(move || b.engine.write(txn, tablet, &batches))
         .await
@@ -61,7 +66,10 @@ impl FlightService for BackendFlight {
     type DoActionStream = BoxStream<arrow_flight::Result>;
     type ListActionsStream = BoxStream<ActionType>;
 
-    async fn do_get(&self, request: Request<Ticket>) -> Result<Response<Self::DoGetStream>, Status> {
+    async fn do_get(
+        &self,
+        request: Request<Ticket>,
+    ) -> Result<Response<Self::DoGetStream>, Status> {
         let req = ExecFragmentRequest::decode(request.into_inner().ticket)
             .map_err(|e| Status::invalid_argument(format!("bad fragment ticket: {e}")))?;
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(2);
@@ -84,11 +92,16 @@ impl FlightService for BackendFlight {
             }
         });
         let batches = tokio_stream::wrappers::ReceiverStream::new(rx);
-        let flight = FlightDataEncoderBuilder::new().build(batches).map_err(Status::from);
+        let flight = FlightDataEncoderBuilder::new()
+            .build(batches)
+            .map_err(Status::from);
         Ok(Response::new(Box::pin(flight)))
     }
 
-    async fn do_put(&self, request: Request<Streaming<FlightData>>) -> Result<Response<Self::DoPutStream>, Status> {
+    async fn do_put(
+        &self,
+        request: Request<Streaming<FlightData>>,
+    ) -> Result<Response<Self::DoPutStream>, Status> {
         let mut input = request.into_inner();
         let first = input
             .message()
@@ -112,7 +125,13 @@ impl FlightService for BackendFlight {
             rows += b.num_rows() as i64;
             buf.push(b);
             if buffered >= SEGMENT_FLUSH_ROWS {
-                bytes += flush(&self.backend, wr.txn_id, wr.tablet_id, std::mem::take(&mut buf)).await? as i64;
+                bytes += flush(
+                    &self.backend,
+                    wr.txn_id,
+                    wr.tablet_id,
+                    std::mem::take(&mut buf),
+                )
+                .await? as i64;
                 buffered = 0;
             }
         }
@@ -122,7 +141,9 @@ impl FlightService for BackendFlight {
         let result = PutResult {
             app_metadata: WriteResponse { rows, bytes }.encode_to_vec().into(),
         };
-        Ok(Response::new(Box::pin(futures::stream::once(async move { Ok(result) }))))
+        Ok(Response::new(Box::pin(futures::stream::once(async move {
+            Ok(result)
+        }))))
     }
 
     async fn handshake(
@@ -132,19 +153,35 @@ impl FlightService for BackendFlight {
         Err(Status::unimplemented("handshake is not used by Tethys"))
     }
 
-    async fn list_flights(&self, _request: Request<Criteria>) -> Result<Response<Self::ListFlightsStream>, Status> {
+    async fn list_flights(
+        &self,
+        _request: Request<Criteria>,
+    ) -> Result<Response<Self::ListFlightsStream>, Status> {
         Err(Status::unimplemented("list_flights is not used by Tethys"))
     }
 
-    async fn get_flight_info(&self, _request: Request<FlightDescriptor>) -> Result<Response<FlightInfo>, Status> {
-        Err(Status::unimplemented("get_flight_info is not used by Tethys"))
+    async fn get_flight_info(
+        &self,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        Err(Status::unimplemented(
+            "get_flight_info is not used by Tethys",
+        ))
     }
 
-    async fn poll_flight_info(&self, _request: Request<FlightDescriptor>) -> Result<Response<PollInfo>, Status> {
-        Err(Status::unimplemented("poll_flight_info is not used by Tethys"))
+    async fn poll_flight_info(
+        &self,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<PollInfo>, Status> {
+        Err(Status::unimplemented(
+            "poll_flight_info is not used by Tethys",
+        ))
     }
 
-    async fn get_schema(&self, _request: Request<FlightDescriptor>) -> Result<Response<SchemaResult>, Status> {
+    async fn get_schema(
+        &self,
+        _request: Request<FlightDescriptor>,
+    ) -> Result<Response<SchemaResult>, Status> {
         Err(Status::unimplemented("get_schema is not used by Tethys"))
     }
 
@@ -152,14 +189,22 @@ impl FlightService for BackendFlight {
         &self,
         _request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
-        Err(Status::unimplemented("do_exchange is not used by Tethys yet"))
+        Err(Status::unimplemented(
+            "do_exchange is not used by Tethys yet",
+        ))
     }
 
-    async fn do_action(&self, _request: Request<Action>) -> Result<Response<Self::DoActionStream>, Status> {
+    async fn do_action(
+        &self,
+        _request: Request<Action>,
+    ) -> Result<Response<Self::DoActionStream>, Status> {
         Err(Status::unimplemented("do_action is not used by Tethys"))
     }
 
-    async fn list_actions(&self, _request: Request<Empty>) -> Result<Response<Self::ListActionsStream>, Status> {
+    async fn list_actions(
+        &self,
+        _request: Request<Empty>,
+    ) -> Result<Response<Self::ListActionsStream>, Status> {
         Err(Status::unimplemented("list_actions is not used by Tethys"))
     }
 }

@@ -58,7 +58,9 @@ impl Backend {
         let engine = Arc::new(StorageEngine::open(&cfg.root)?);
         let executor = Arc::new(FragmentExecutor::new(engine.clone())?);
         let threads = if cfg.exec_threads == 0 {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
         } else {
             cfg.exec_threads
         };
@@ -104,7 +106,9 @@ pub async fn serve(
     let mut rx1 = stop_rx.clone();
     let mut rx2 = stop_rx;
     let grpc = tonic::transport::Server::builder()
-        .add_service(BackendServiceServer::new(rpc::BackendRpc::new(backend.clone())))
+        .add_service(BackendServiceServer::new(rpc::BackendRpc::new(
+            backend.clone(),
+        )))
         .add_service(
             FlightServiceServer::new(flight::BackendFlight::new(backend.clone()))
                 .max_decoding_message_size(256 << 20)
@@ -116,9 +120,11 @@ pub async fn serve(
                 let _ = rx1.wait_for(|v| *v).await;
             },
         );
-    let http = axum::serve(http_listener, http::router(backend.clone())).with_graceful_shutdown(async move {
-        let _ = rx2.wait_for(|v| *v).await;
-    });
+    let http = axum::serve(http_listener, http::router(backend.clone())).with_graceful_shutdown(
+        async move {
+            let _ = rx2.wait_for(|v| *v).await;
+        },
+    );
     let (a, b) = tokio::join!(grpc, http);
     a.map_err(|e| TethysError::Backend(format!("BE rpc server: {e}")))?;
     b.map_err(|e| TethysError::io("BE http server", e))?;

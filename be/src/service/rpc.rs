@@ -34,7 +34,10 @@ impl BackendRpc {
 
 #[tonic::async_trait]
 impl BackendService for BackendRpc {
-    async fn heartbeat(&self, req: Request<HeartbeatRequest>) -> Result<Response<HeartbeatResponse>, Status> {
+    async fn heartbeat(
+        &self,
+        req: Request<HeartbeatRequest>,
+    ) -> Result<Response<HeartbeatResponse>, Status> {
         let (tablets, bytes) = self.backend.engine.totals();
         Ok(Response::new(HeartbeatResponse {
             backend_id: req.into_inner().backend_id,
@@ -53,8 +56,13 @@ impl BackendService for BackendRpc {
         self.blocking(move |b| {
             for s in specs {
                 let schema = TableSchema::from_pb(&s.schema.unwrap_or_default())?;
-                b.engine
-                    .create_tablet(s.tablet_id, s.table_id, s.partition_id, schema, s.initial_version)?;
+                b.engine.create_tablet(
+                    s.tablet_id,
+                    s.table_id,
+                    s.partition_id,
+                    schema,
+                    s.initial_version,
+                )?;
             }
             Ok(())
         })
@@ -62,7 +70,10 @@ impl BackendService for BackendRpc {
         Ok(Response::new(CreateTabletsResponse {}))
     }
 
-    async fn drop_tablets(&self, req: Request<DropTabletsRequest>) -> Result<Response<DropTabletsResponse>, Status> {
+    async fn drop_tablets(
+        &self,
+        req: Request<DropTabletsRequest>,
+    ) -> Result<Response<DropTabletsResponse>, Status> {
         let ids = req.into_inner().tablet_ids;
         self.blocking(move |b| {
             for id in ids {
@@ -89,19 +100,28 @@ impl BackendService for BackendRpc {
         Ok(Response::new(PublishVersionResponse {}))
     }
 
-    async fn abort_txn(&self, req: Request<AbortTxnRequest>) -> Result<Response<AbortTxnResponse>, Status> {
+    async fn abort_txn(
+        &self,
+        req: Request<AbortTxnRequest>,
+    ) -> Result<Response<AbortTxnResponse>, Status> {
         let txn = req.into_inner().txn_id;
         self.blocking(move |b| b.engine.abort(txn)).await?;
         Ok(Response::new(AbortTxnResponse {}))
     }
 
-    async fn pending_txns(&self, _req: Request<PendingTxnsRequest>) -> Result<Response<PendingTxnsResponse>, Status> {
+    async fn pending_txns(
+        &self,
+        _req: Request<PendingTxnsRequest>,
+    ) -> Result<Response<PendingTxnsResponse>, Status> {
         Ok(Response::new(PendingTxnsResponse {
             txn_ids: self.backend.engine.pending_txns(),
         }))
     }
 
-    async fn tablet_stats(&self, req: Request<TabletStatsRequest>) -> Result<Response<TabletStatsResponse>, Status> {
+    async fn tablet_stats(
+        &self,
+        req: Request<TabletStatsRequest>,
+    ) -> Result<Response<TabletStatsResponse>, Status> {
         let tablets = req
             .into_inner()
             .tablet_ids

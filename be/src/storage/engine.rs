@@ -29,8 +29,8 @@ impl StorageEngine {
         let data_dir = root.join("data");
         ensure_dir(&data_dir)?;
         let mut tablets = HashMap::new();
-        let entries =
-            fs::read_dir(&data_dir).map_err(|e| TethysError::io(format!("listing {}", data_dir.display()), e))?;
+        let entries = fs::read_dir(&data_dir)
+            .map_err(|e| TethysError::io(format!("listing {}", data_dir.display()), e))?;
         for e in entries {
             let e = e.map_err(|e| TethysError::io(format!("listing {}", data_dir.display()), e))?;
             let path = e.path();
@@ -113,10 +113,9 @@ impl StorageEngine {
 
     /// A tablet by id.
     pub fn tablet(&self, tablet_id: i64) -> Result<Arc<Tablet>> {
-        self.tablets()
-            .get(&tablet_id)
-            .cloned()
-            .ok_or_else(|| TethysError::Backend(format!("tablet {tablet_id} does not exist on this backend")))
+        self.tablets().get(&tablet_id).cloned().ok_or_else(|| {
+            TethysError::Backend(format!("tablet {tablet_id} does not exist on this backend"))
+        })
     }
 
     /// Appends rows of a transaction to a tablet. Returns bytes written.
@@ -147,7 +146,11 @@ impl StorageEngine {
 
     /// Transactions with unpublished data on this backend.
     pub fn pending_txns(&self) -> Vec<i64> {
-        let mut v: Vec<i64> = self.tablets().values().flat_map(|t| t.pending_txns()).collect();
+        let mut v: Vec<i64> = self
+            .tablets()
+            .values()
+            .flat_map(|t| t.pending_txns())
+            .collect();
         v.sort_unstable();
         v.dedup();
         v
@@ -232,7 +235,9 @@ mod tests {
         assert_eq!(e.tablet(7).unwrap().segments_at(1).unwrap().len(), 0);
         e.abort(101).unwrap();
         assert!(e.pending_txns().is_empty());
-        let files = std::fs::read_dir(dir.path().join("data/7")).unwrap().count();
+        let files = std::fs::read_dir(dir.path().join("data/7"))
+            .unwrap()
+            .count();
         assert_eq!(files, 2, "meta.json and one segment remain");
         e.drop_tablet(7).unwrap();
         assert!(e.tablet(7).is_err());

@@ -70,7 +70,9 @@ pub fn encode_array(arr: &dyn Array) -> Result<Vec<u8>> {
             out.extend_from_slice(&s.values().as_slice()[lo..hi]);
         }
         other => {
-            return Err(TethysError::Internal(format!("cannot store Arrow type {other} in a page")));
+            return Err(TethysError::Internal(format!(
+                "cannot store Arrow type {other} in a page"
+            )));
         }
     }
     Ok(out)
@@ -120,18 +122,31 @@ pub fn decode_array(bytes: &[u8], dt: &DataType) -> Result<ArrayRef> {
             DataType::Boolean => builder.add_buffer(Buffer::from(c.take(bitmap_len)?)),
             DataType::Utf8 => {
                 let off = c.take((n + 1) * 4)?;
-                let last = i32::from_le_bytes([off[n * 4], off[n * 4 + 1], off[n * 4 + 2], off[n * 4 + 3]]);
+                let last = i32::from_le_bytes([
+                    off[n * 4],
+                    off[n * 4 + 1],
+                    off[n * 4 + 2],
+                    off[n * 4 + 3],
+                ]);
                 if last < 0 {
                     return Err(TethysError::Corruption("negative string offset".into()));
                 }
                 let data = c.take(last as usize)?;
-                builder.add_buffer(Buffer::from(off)).add_buffer(Buffer::from(data))
+                builder
+                    .add_buffer(Buffer::from(off))
+                    .add_buffer(Buffer::from(data))
             }
-            other => return Err(TethysError::Corruption(format!("page of unsupported type {other}"))),
+            other => {
+                return Err(TethysError::Corruption(format!(
+                    "page of unsupported type {other}"
+                )));
+            }
         }
     };
     if c.pos != bytes.len() {
-        return Err(TethysError::Corruption("trailing bytes after page values".into()));
+        return Err(TethysError::Corruption(
+            "trailing bytes after page values".into(),
+        ));
     }
     let data = builder
         .build()
@@ -145,7 +160,8 @@ pub fn compress(raw: &[u8], codec: &str) -> Result<Vec<u8>> {
     let (tag, body) = match codec {
         "zstd" => (
             CODEC_ZSTD,
-            zstd::bulk::compress(raw, 3).map_err(|e| TethysError::io("compressing a page with zstd", e))?,
+            zstd::bulk::compress(raw, 3)
+                .map_err(|e| TethysError::io("compressing a page with zstd", e))?,
         ),
         _ => (CODEC_LZ4, lz4_flex::block::compress_prepend_size(raw)),
     };
@@ -166,7 +182,9 @@ pub fn decompress(stored: &[u8], expected_len: usize) -> Result<Vec<u8>> {
         .split_first()
         .ok_or_else(|| TethysError::Corruption("empty page".into()))?;
     if expected_len > MAX_PAGE_BYTES {
-        return Err(TethysError::Corruption(format!("page claims {expected_len} bytes")));
+        return Err(TethysError::Corruption(format!(
+            "page claims {expected_len} bytes"
+        )));
     }
     let out = match *tag {
         CODEC_NONE => body.to_vec(),
@@ -188,14 +206,15 @@ pub fn decompress(stored: &[u8], expected_len: usize) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use arrow::array::{BooleanArray, Decimal128Array, Int32Array, StringArray};
+    use std::sync::Arc;
 
     fn roundtrip(a: ArrayRef) {
         for codec in ["lz4", "zstd"] {
             let raw = encode_array(a.as_ref()).unwrap();
             let stored = compress(&raw, codec).unwrap();
-            let back = decode_array(&decompress(&stored, raw.len()).unwrap(), a.data_type()).unwrap();
+            let back =
+                decode_array(&decompress(&stored, raw.len()).unwrap(), a.data_type()).unwrap();
             assert_eq!(&back, &a);
         }
     }
@@ -203,10 +222,16 @@ mod tests {
     #[test]
     fn roundtrips() {
         roundtrip(Arc::new(Int32Array::from(vec![Some(1), None, Some(3)])));
-        roundtrip(Arc::new(StringArray::from(vec![Some("a"), None, Some("hello")])));
+        roundtrip(Arc::new(StringArray::from(vec![
+            Some("a"),
+            None,
+            Some("hello"),
+        ])));
         roundtrip(Arc::new(BooleanArray::from(vec![true, false, true])));
         roundtrip(Arc::new(
-            Decimal128Array::from(vec![12345, -1]).with_precision_and_scale(10, 2).unwrap(),
+            Decimal128Array::from(vec![12345, -1])
+                .with_precision_and_scale(10, 2)
+                .unwrap(),
         ));
         let big: ArrayRef = Arc::new(Int32Array::from((0..10000).collect::<Vec<_>>()));
         roundtrip(big.slice(100, 5000));

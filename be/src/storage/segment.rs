@@ -72,7 +72,11 @@ pub struct SegmentInfo {
 }
 
 /// Writes `batch` (already sorted by key) as a segment at `path`, crash-safely.
-pub fn write_segment(path: &Path, schema: &TableSchema, batch: &RecordBatch) -> Result<SegmentInfo> {
+pub fn write_segment(
+    path: &Path,
+    schema: &TableSchema,
+    batch: &RecordBatch,
+) -> Result<SegmentInfo> {
     if batch.num_columns() != schema.columns.len() {
         return Err(TethysError::Internal(format!(
             "segment write with {} columns for a schema of {}",
@@ -89,7 +93,8 @@ pub fn write_segment(path: &Path, schema: &TableSchema, batch: &RecordBatch) -> 
         .map_err(|e| TethysError::io(format!("creating segment {}", tmp.display()), e))?;
     let wctx = || format!("writing segment {}", tmp.display());
     let mut buf = std::io::BufWriter::with_capacity(1 << 20, &mut f);
-    buf.write_all(SEGMENT_MAGIC).map_err(|e| TethysError::io(wctx(), e))?;
+    buf.write_all(SEGMENT_MAGIC)
+        .map_err(|e| TethysError::io(wctx(), e))?;
     let mut offset = SEGMENT_MAGIC.len() as u64;
     let n = batch.num_rows();
     let mut columns = Vec::with_capacity(batch.num_columns());
@@ -105,7 +110,8 @@ pub fn write_segment(path: &Path, schema: &TableSchema, batch: &RecordBatch) -> 
             let stored = page::compress(&raw, &schema.compression)?;
             let pz = ZoneMap::of(slice.as_ref());
             zone.merge(&pz);
-            buf.write_all(&stored).map_err(|e| TethysError::io(wctx(), e))?;
+            buf.write_all(&stored)
+                .map_err(|e| TethysError::io(wctx(), e))?;
             pages.push(PageMeta {
                 offset,
                 stored_len: stored.len() as u32,
@@ -130,17 +136,20 @@ pub fn write_segment(path: &Path, schema: &TableSchema, batch: &RecordBatch) -> 
         columns,
     };
     let fbytes = serde_json::to_vec(&footer).map_err(|e| TethysError::Internal(e.to_string()))?;
-    buf.write_all(&fbytes).map_err(|e| TethysError::io(wctx(), e))?;
+    buf.write_all(&fbytes)
+        .map_err(|e| TethysError::io(wctx(), e))?;
     buf.write_all(&(fbytes.len() as u32).to_le_bytes())
         .map_err(|e| TethysError::io(wctx(), e))?;
     buf.write_all(&crc32c::crc32c(&fbytes).to_le_bytes())
         .map_err(|e| TethysError::io(wctx(), e))?;
-    buf.write_all(SEGMENT_MAGIC).map_err(|e| TethysError::io(wctx(), e))?;
+    buf.write_all(SEGMENT_MAGIC)
+        .map_err(|e| TethysError::io(wctx(), e))?;
     buf.flush().map_err(|e| TethysError::io(wctx(), e))?;
     drop(buf);
     f.sync_all().map_err(|e| TethysError::io(wctx(), e))?;
     let size = offset + fbytes.len() as u64 + TAIL_LEN;
-    std::fs::rename(&tmp, path).map_err(|e| TethysError::io(format!("renaming segment {}", path.display()), e))?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| TethysError::io(format!("renaming segment {}", path.display()), e))?;
     Ok(SegmentInfo {
         file: path
             .file_name()
@@ -163,8 +172,10 @@ pub struct Segment {
 impl Segment {
     /// Opens a segment and validates its tail and footer.
     pub fn open(path: &Path, schema: &TableSchema) -> Result<Segment> {
-        let corrupt = |why: String| TethysError::Corruption(format!("segment {}: {why}", path.display()));
-        let file = File::open(path).map_err(|e| TethysError::io(format!("opening segment {}", path.display()), e))?;
+        let corrupt =
+            |why: String| TethysError::Corruption(format!("segment {}: {why}", path.display()));
+        let file = File::open(path)
+            .map_err(|e| TethysError::io(format!("opening segment {}", path.display()), e))?;
         let len = file
             .metadata()
             .map_err(|e| TethysError::io(format!("stat segment {}", path.display()), e))?
@@ -189,10 +200,13 @@ impl Segment {
         if crc32c::crc32c(&fbytes) != fcrc {
             return Err(corrupt("footer checksum mismatch".into()));
         }
-        let footer: SegmentFooter =
-            serde_json::from_slice(&fbytes).map_err(|e| corrupt(format!("footer does not parse: {e}")))?;
+        let footer: SegmentFooter = serde_json::from_slice(&fbytes)
+            .map_err(|e| corrupt(format!("footer does not parse: {e}")))?;
         if footer.format_version != SEGMENT_FORMAT_VERSION {
-            return Err(corrupt(format!("unsupported format version {}", footer.format_version)));
+            return Err(corrupt(format!(
+                "unsupported format version {}",
+                footer.format_version
+            )));
         }
         if footer.columns.len() != schema.columns.len() {
             return Err(corrupt(format!(
@@ -204,11 +218,18 @@ impl Segment {
         let pages = footer.columns.first().map(|c| c.pages.len()).unwrap_or(0);
         for c in &footer.columns {
             if c.pages.len() != pages {
-                return Err(corrupt(format!("column {} has {} pages, expected {pages}", c.name, c.pages.len())));
+                return Err(corrupt(format!(
+                    "column {} has {} pages, expected {pages}",
+                    c.name,
+                    c.pages.len()
+                )));
             }
             for p in &c.pages {
                 if p.offset + p.stored_len as u64 > len - TAIL_LEN - flen {
-                    return Err(corrupt(format!("page of column {} lies outside the data area", c.name)));
+                    return Err(corrupt(format!(
+                        "page of column {} lies outside the data area",
+                        c.name
+                    )));
                 }
             }
         }
@@ -226,7 +247,11 @@ impl Segment {
 
     /// Number of pages (per column).
     pub fn num_pages(&self) -> usize {
-        self.footer.columns.first().map(|c| c.pages.len()).unwrap_or(0)
+        self.footer
+            .columns
+            .first()
+            .map(|c| c.pages.len())
+            .unwrap_or(0)
     }
 
     /// Reads, verifies and decodes page `page` of column `col`.
@@ -236,10 +261,9 @@ impl Segment {
             .columns
             .get(col)
             .ok_or_else(|| TethysError::Internal(format!("segment has no column {col}")))?;
-        let pm = cm
-            .pages
-            .get(page_idx)
-            .ok_or_else(|| TethysError::Internal(format!("column {} has no page {page_idx}", cm.name)))?;
+        let pm = cm.pages.get(page_idx).ok_or_else(|| {
+            TethysError::Internal(format!("column {} has no page {page_idx}", cm.name))
+        })?;
         let corrupt = |why: String| {
             TethysError::Corruption(format!(
                 "segment {} column {} page {page_idx}: {why}",
@@ -254,10 +278,15 @@ impl Segment {
         if crc32c::crc32c(&stored) != pm.crc {
             return Err(corrupt("checksum mismatch".into()));
         }
-        let raw = page::decompress(&stored, pm.raw_len as usize).map_err(|e| corrupt(e.to_string()))?;
+        let raw =
+            page::decompress(&stored, pm.raw_len as usize).map_err(|e| corrupt(e.to_string()))?;
         let arr = page::decode_array(&raw, dt).map_err(|e| corrupt(e.to_string()))?;
         if arr.len() != pm.num_rows as usize {
-            return Err(corrupt(format!("{} rows, footer says {}", arr.len(), pm.num_rows)));
+            return Err(corrupt(format!(
+                "{} rows, footer says {}",
+                arr.len(),
+                pm.num_rows
+            )));
         }
         Ok((arr, pm.stored_len as u64))
     }
@@ -297,7 +326,9 @@ mod tests {
             s.arrow_schema(),
             vec![
                 Arc::new(Int64Array::from((0..n).collect::<Vec<i64>>())),
-                Arc::new(StringArray::from((0..n).map(|i| format!("v{i}")).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(
+                    (0..n).map(|i| format!("v{i}")).collect::<Vec<_>>(),
+                )),
             ],
         )
         .unwrap();
@@ -308,14 +339,20 @@ mod tests {
         assert_eq!(seg.num_pages(), 3);
         let (a, _) = seg.read_page(0, 2, &DataType::Int64).unwrap();
         assert_eq!(a.len(), n as usize - 2 * ROWS_PER_PAGE);
-        assert_eq!(seg.footer().columns[0].pages[1].zone.min, Some(super::super::zone_map::ZoneValue::I(4064)));
+        assert_eq!(
+            seg.footer().columns[0].pages[1].zone.min,
+            Some(super::super::zone_map::ZoneValue::I(4064))
+        );
 
         // Flip a byte inside the first page: reading it must fail, naming the column.
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[10] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
         let seg = Segment::open(&path, &s).unwrap();
-        let err = seg.read_page(0, 0, &DataType::Int64).unwrap_err().to_string();
+        let err = seg
+            .read_page(0, 0, &DataType::Int64)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("column k"), "{err}");
         // Truncation is caught at open.
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();

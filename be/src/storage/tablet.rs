@@ -88,19 +88,27 @@ fn encode_envelope(json: &[u8]) -> Vec<u8> {
 
 fn decode_envelope<'a>(bytes: &'a [u8], what: &Path) -> Result<&'a [u8]> {
     if bytes.len() < 8 || &bytes[..4] != META_MAGIC {
-        return Err(TethysError::Corruption(format!("{}: bad magic", what.display())));
+        return Err(TethysError::Corruption(format!(
+            "{}: bad magic",
+            what.display()
+        )));
     }
     let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
     if crc32c::crc32c(&bytes[8..]) != crc {
-        return Err(TethysError::Corruption(format!("{}: checksum mismatch", what.display())));
+        return Err(TethysError::Corruption(format!(
+            "{}: checksum mismatch",
+            what.display()
+        )));
     }
     Ok(&bytes[8..])
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
-    let bytes = fs::read(path).map_err(|e| TethysError::io(format!("reading {}", path.display()), e))?;
+    let bytes =
+        fs::read(path).map_err(|e| TethysError::io(format!("reading {}", path.display()), e))?;
     let json = decode_envelope(&bytes, path)?;
-    serde_json::from_slice(json).map_err(|e| TethysError::Corruption(format!("{}: {e}", path.display())))
+    serde_json::from_slice(json)
+        .map_err(|e| TethysError::Corruption(format!("{}: {e}", path.display())))
 }
 
 fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
@@ -135,7 +143,8 @@ impl Tablet {
             )));
         }
         let mut pending = HashMap::new();
-        let entries = fs::read_dir(dir).map_err(|e| TethysError::io(format!("listing {}", dir.display()), e))?;
+        let entries = fs::read_dir(dir)
+            .map_err(|e| TethysError::io(format!("listing {}", dir.display()), e))?;
         let mut files = Vec::new();
         for e in entries {
             let e = e.map_err(|e| TethysError::io(format!("listing {}", dir.display()), e))?;
@@ -152,7 +161,11 @@ impl Tablet {
             .iter()
             .flat_map(|r| r.segments.iter().map(|s| s.file.clone()))
             .collect();
-        live.extend(pending.values().flat_map(|p| p.segments.iter().map(|s| s.file.clone())));
+        live.extend(
+            pending
+                .values()
+                .flat_map(|p| p.segments.iter().map(|s| s.file.clone())),
+        );
         for f in files {
             if f == META_FILE || live.contains(&f) {
                 continue;
@@ -184,7 +197,12 @@ impl Tablet {
     }
 
     /// Writes rows of transaction `txn_id` as a new segment of its pending rowset.
-    pub fn write(&self, txn_id: i64, batches: &[RecordBatch], rowset_id: impl FnOnce() -> String) -> Result<u64> {
+    pub fn write(
+        &self,
+        txn_id: i64,
+        batches: &[RecordBatch],
+        rowset_id: impl FnOnce() -> String,
+    ) -> Result<u64> {
         let meta = self.meta();
         let schema = meta.schema.arrow_schema();
         for b in batches {
@@ -207,14 +225,19 @@ impl Tablet {
         }
         let batch = sort_by_key(&batch, meta.schema.num_key_columns)?;
         let _g = lock(&self.write_lock);
-        let mut pending = lock(&self.pending).get(&txn_id).cloned().unwrap_or_else(|| PendingRowset {
-            txn_id,
-            rowset_id: rowset_id(),
-            segments: vec![],
-        });
-        let seg_path = self
-            .dir
-            .join(format!("{}_{}.dat", pending.rowset_id, pending.segments.len()));
+        let mut pending = lock(&self.pending)
+            .get(&txn_id)
+            .cloned()
+            .unwrap_or_else(|| PendingRowset {
+                txn_id,
+                rowset_id: rowset_id(),
+                segments: vec![],
+            });
+        let seg_path = self.dir.join(format!(
+            "{}_{}.dat",
+            pending.rowset_id,
+            pending.segments.len()
+        ));
         let info = write_segment(&seg_path, &meta.schema, &batch)?;
         let size = info.size;
         pending.segments.push(info);
@@ -281,7 +304,11 @@ impl Tablet {
                 meta.tablet_id, meta.version
             )));
         }
-        let mut rs: Vec<&RowsetMeta> = meta.rowsets.iter().filter(|r| r.end_version <= version).collect();
+        let mut rs: Vec<&RowsetMeta> = meta
+            .rowsets
+            .iter()
+            .filter(|r| r.end_version <= version)
+            .collect();
         rs.sort_by_key(|r| r.start_version);
         Ok(rs
             .iter()

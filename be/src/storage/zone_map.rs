@@ -7,8 +7,8 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, UInt64Array};
 use arrow::compute;
 use arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
-    TimestampMicrosecondType,
+    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
+    Int64Type, TimestampMicrosecondType,
 };
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, ScalarValue};
@@ -51,7 +51,9 @@ impl ZoneMap {
             DataType::Int64 => prim::<Int64Type>(arr, ZoneValue::I),
             DataType::Date32 => prim::<Date32Type>(arr, |v| ZoneValue::I(v as i64)),
             DataType::Timestamp(_, _) => prim::<TimestampMicrosecondType>(arr, ZoneValue::I),
-            DataType::Decimal128(_, _) => prim::<Decimal128Type>(arr, |v| ZoneValue::D(v.to_string())),
+            DataType::Decimal128(_, _) => {
+                prim::<Decimal128Type>(arr, |v| ZoneValue::D(v.to_string()))
+            }
             DataType::Float32 => prim::<Float32Type>(arr, |v| ZoneValue::F(v as f64)),
             DataType::Float64 => prim::<Float64Type>(arr, ZoneValue::F),
             DataType::Boolean => {
@@ -66,15 +68,24 @@ impl ZoneMap {
                 let min = compute::min_string(s);
                 let max = compute::max_string(s);
                 match (min, max) {
-                    (Some(a), Some(b)) if a.len() <= MAX_ZONE_STRING && b.len() <= MAX_ZONE_STRING => {
-                        (Some(ZoneValue::S(a.to_string())), Some(ZoneValue::S(b.to_string())))
+                    (Some(a), Some(b))
+                        if a.len() <= MAX_ZONE_STRING && b.len() <= MAX_ZONE_STRING =>
+                    {
+                        (
+                            Some(ZoneValue::S(a.to_string())),
+                            Some(ZoneValue::S(b.to_string())),
+                        )
                     }
                     _ => (None, None),
                 }
             }
             _ => (None, None),
         };
-        ZoneMap { min, max, null_count }
+        ZoneMap {
+            min,
+            max,
+            null_count,
+        }
     }
 
     /// Widens this zone map to cover `other`.
@@ -122,7 +133,9 @@ pub fn to_scalar(v: &Option<ZoneValue>, dt: &DataType) -> ScalarValue {
         (ZoneValue::I(x), DataType::Int32) => ScalarValue::Int32(Some(*x as i32)),
         (ZoneValue::I(x), DataType::Int64) => ScalarValue::Int64(Some(*x)),
         (ZoneValue::I(x), DataType::Date32) => ScalarValue::Date32(Some(*x as i32)),
-        (ZoneValue::I(x), DataType::Timestamp(_, tz)) => ScalarValue::TimestampMicrosecond(Some(*x), tz.clone()),
+        (ZoneValue::I(x), DataType::Timestamp(_, tz)) => {
+            ScalarValue::TimestampMicrosecond(Some(*x), tz.clone())
+        }
         (ZoneValue::D(x), DataType::Decimal128(p, s)) => match x.parse::<i128>() {
             Ok(v) => ScalarValue::Decimal128(Some(v), *p, *s),
             Err(_) => null(),
@@ -175,7 +188,10 @@ impl PruningStatistics for ZoneStats<'_> {
     fn null_counts(&self, column: &Column) -> Option<ArrayRef> {
         let (i, _) = self.column(column)?;
         Some(Arc::new(UInt64Array::from(
-            self.zones.iter().map(|z| z[i].null_count).collect::<Vec<_>>(),
+            self.zones
+                .iter()
+                .map(|z| z[i].null_count)
+                .collect::<Vec<_>>(),
         )))
     }
     fn row_counts(&self) -> Option<ArrayRef> {

@@ -12,7 +12,8 @@ use chrono::{DateTime, Datelike, NaiveDateTime, Timelike, Utc};
 use datafusion::common::{ScalarValue, exec_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
 };
 
 use super::timezone::{from_local, parse_tz, to_local};
@@ -47,7 +48,10 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
 
 /// Casts a date/time/string argument to naive microsecond timestamps.
 fn to_micros(arr: &ArrayRef) -> Result<ArrayRef> {
-    Ok(cast(arr, &DataType::Timestamp(TimeUnit::Microsecond, None))?)
+    Ok(cast(
+        arr,
+        &DataType::Timestamp(TimeUnit::Microsecond, None),
+    )?)
 }
 
 fn naive(micros: i64) -> Option<NaiveDateTime> {
@@ -55,7 +59,12 @@ fn naive(micros: i64) -> Option<NaiveDateTime> {
 }
 
 fn session_tz(args: &ScalarFunctionArgs) -> Result<arrow::array::timezone::Tz> {
-    let name = args.config_options.execution.time_zone.clone().unwrap_or_else(|| "+00:00".into());
+    let name = args
+        .config_options
+        .execution
+        .time_zone
+        .clone()
+        .unwrap_or_else(|| "+00:00".into());
     parse_tz(&name).map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))
 }
 
@@ -156,10 +165,28 @@ impl ScalarUDFImpl for DateFormatFn {
 }
 
 const MONTHS: [&str; 12] = [
-    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-    "November", "December",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
 ];
-const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+const WEEKDAYS: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
 
 /// Formats a datetime with MySQL's `DATE_FORMAT` specifiers.
 pub fn mysql_format(dt: &NaiveDateTime, fmt: &str) -> String {
@@ -195,12 +222,26 @@ pub fn mysql_format(dt: &NaiveDateTime, fmt: &str) -> String {
             'p' => write!(out, "{}", if dt.hour() < 12 { "AM" } else { "PM" }),
             'M' => write!(out, "{}", MONTHS[dt.month0() as usize]),
             'b' => write!(out, "{}", &MONTHS[dt.month0() as usize][..3]),
-            'W' => write!(out, "{}", WEEKDAYS[dt.weekday().num_days_from_monday() as usize]),
-            'a' => write!(out, "{}", &WEEKDAYS[dt.weekday().num_days_from_monday() as usize][..3]),
+            'W' => write!(
+                out,
+                "{}",
+                WEEKDAYS[dt.weekday().num_days_from_monday() as usize]
+            ),
+            'a' => write!(
+                out,
+                "{}",
+                &WEEKDAYS[dt.weekday().num_days_from_monday() as usize][..3]
+            ),
             'j' => write!(out, "{:03}", dt.ordinal()),
             'w' => write!(out, "{}", dt.weekday().num_days_from_sunday()),
             'u' | 'v' => write!(out, "{:02}", dt.iso_week().week()),
-            'T' => write!(out, "{:02}:{:02}:{:02}", dt.hour(), dt.minute(), dt.second()),
+            'T' => write!(
+                out,
+                "{:02}:{:02}:{:02}",
+                dt.hour(),
+                dt.minute(),
+                dt.second()
+            ),
             'r' => write!(
                 out,
                 "{h12:02}:{:02}:{:02} {}",
@@ -308,14 +349,20 @@ impl ScalarUDFImpl for UnixTimestampFn {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let n = args.number_rows;
         if args.args.is_empty() {
-            return Ok(ColumnarValue::Scalar(ScalarValue::Int64(Some(Utc::now().timestamp()))));
+            return Ok(ColumnarValue::Scalar(ScalarValue::Int64(Some(
+                Utc::now().timestamp(),
+            ))));
         }
         let tz = session_tz(&args)?;
         let ts = to_micros(&args.args[0].to_array(n)?)?;
         let ts = ts.as_primitive::<TimestampMicrosecondType>();
         let out: Int64Array = ts
             .iter()
-            .map(|v| v.and_then(naive).and_then(|l| from_local(l, &tz)).map(|u| u.timestamp()))
+            .map(|v| {
+                v.and_then(naive)
+                    .and_then(|l| from_local(l, &tz))
+                    .map(|u| u.timestamp())
+            })
             .collect();
         Ok(ColumnarValue::Array(Arc::new(out)))
     }
@@ -377,7 +424,10 @@ mod tests {
             .unwrap()
             .and_hms_opt(13, 5, 9)
             .unwrap();
-        assert_eq!(mysql_format(&dt, "%Y-%m-%d %H:%i:%s"), "2026-08-01 13:05:09");
+        assert_eq!(
+            mysql_format(&dt, "%Y-%m-%d %H:%i:%s"),
+            "2026-08-01 13:05:09"
+        );
         assert_eq!(mysql_format(&dt, "%Y%m"), "202608");
         assert_eq!(mysql_format(&dt, "%b %e, %l%p %%"), "Aug 1, 1PM %");
         assert_eq!(mysql_format(&dt, "%W %a %j"), "Saturday Sat 213");

@@ -47,7 +47,9 @@ impl ScalarUDFImpl for IfFn {
     }
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
         if arg_types.len() != 3 {
-            return exec_err!("if() takes three arguments: if(condition, value_if_true, value_if_false)");
+            return exec_err!(
+                "if() takes three arguments: if(condition, value_if_true, value_if_false)"
+            );
         }
         let common = if arg_types[1] == DataType::Null {
             arg_types[2].clone()
@@ -84,7 +86,7 @@ pub struct ConstFn {
 
 impl ConstFn {
     /// A function `name()` that returns `value`.
-    pub fn new(name: &str, value: ScalarValue) -> ScalarUDF {
+    pub fn udf(name: &str, value: ScalarValue) -> ScalarUDF {
         ScalarUDF::from(ConstFn {
             name: name.to_string(),
             value,

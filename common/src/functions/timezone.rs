@@ -11,7 +11,10 @@ use crate::error::{Result, TethysError};
 /// Parses a time zone name the way `SET time_zone` accepts it.
 pub fn parse_tz(name: &str) -> Result<Tz> {
     let n = name.trim();
-    let n = if n.eq_ignore_ascii_case("utc") || n.eq_ignore_ascii_case("gmt") || n.eq_ignore_ascii_case("system") {
+    let n = if n.eq_ignore_ascii_case("utc")
+        || n.eq_ignore_ascii_case("gmt")
+        || n.eq_ignore_ascii_case("system")
+    {
         "+00:00"
     } else {
         n
@@ -26,7 +29,9 @@ pub fn to_local(utc: DateTime<Utc>, tz: &Tz) -> NaiveDateTime {
 
 /// The UTC instant of a local wall-clock time in `tz` (earliest if ambiguous).
 pub fn from_local(local: NaiveDateTime, tz: &Tz) -> Option<DateTime<Utc>> {
-    tz.from_local_datetime(&local).earliest().map(|d| d.with_timezone(&Utc))
+    tz.from_local_datetime(&local)
+        .earliest()
+        .map(|d| d.with_timezone(&Utc))
 }
 
 /// The UTC offset in seconds of `tz` at the given instant.

@@ -32,7 +32,9 @@ impl PhysicalExtensionCodec for TethysCodec {
                     .map_err(|e| DataFusionError::Internal(format!("bad OlapScan node: {e}")))?;
                 Ok(Arc::new(OlapScanExec::try_new(node)?))
             }
-            _ => Err(DataFusionError::Internal("unknown Tethys plan node in fragment".into())),
+            _ => Err(DataFusionError::Internal(
+                "unknown Tethys plan node in fragment".into(),
+            )),
         }
     }
 

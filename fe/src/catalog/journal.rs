@@ -21,19 +21,58 @@ const CHECKPOINT_EVERY: u64 = 10_000;
 /// One catalog change.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum EditOp {
-    CreateDatabase { db: Database },
-    DropDatabase { name: String },
-    CreateTable { db: String, table: Table },
-    DropTable { db: String, table: String },
-    AddPartition { db: String, table: String, partition: Partition },
-    DropPartition { db: String, table: String, partition: String },
-    ReplacePartitions { db: String, table: String, partitions: Vec<Partition> },
-    AddBackend { backend: BackendInfo },
-    BeginTxn { txn: TxnRecord },
-    CommitTxn { txn_id: i64, versions: Vec<PartitionVersion>, time: i64 },
-    VisibleTxn { txn_id: i64, time: i64 },
-    AbortTxn { txn_id: i64, reason: String, time: i64 },
-    RemoveTxns { ids: Vec<i64> },
+    CreateDatabase {
+        db: Database,
+    },
+    DropDatabase {
+        name: String,
+    },
+    CreateTable {
+        db: String,
+        table: Table,
+    },
+    DropTable {
+        db: String,
+        table: String,
+    },
+    AddPartition {
+        db: String,
+        table: String,
+        partition: Partition,
+    },
+    DropPartition {
+        db: String,
+        table: String,
+        partition: String,
+    },
+    ReplacePartitions {
+        db: String,
+        table: String,
+        partitions: Vec<Partition>,
+    },
+    AddBackend {
+        backend: BackendInfo,
+    },
+    BeginTxn {
+        txn: TxnRecord,
+    },
+    CommitTxn {
+        txn_id: i64,
+        versions: Vec<PartitionVersion>,
+        time: i64,
+    },
+    VisibleTxn {
+        txn_id: i64,
+        time: i64,
+    },
+    AbortTxn {
+        txn_id: i64,
+        reason: String,
+        time: i64,
+    },
+    RemoveTxns {
+        ids: Vec<i64>,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -52,7 +91,8 @@ struct Image {
 /// Applies one change to the state. Fails only on a log that contradicts
 /// itself (which is corruption).
 pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
-    let missing = |what: String| TethysError::Corruption(format!("edit log refers to missing {what}"));
+    let missing =
+        |what: String| TethysError::Corruption(format!("edit log refers to missing {what}"));
     match op {
         EditOp::CreateDatabase { db } => {
             state.databases.insert(db.name.clone(), db.clone());
@@ -61,23 +101,41 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
             state.databases.remove(name);
         }
         EditOp::CreateTable { db, table } => {
-            let d = state.databases.get_mut(db).ok_or_else(|| missing(format!("database {db}")))?;
+            let d = state
+                .databases
+                .get_mut(db)
+                .ok_or_else(|| missing(format!("database {db}")))?;
             d.tables.insert(table.name.clone(), table.clone());
         }
         EditOp::DropTable { db, table } => {
-            let d = state.databases.get_mut(db).ok_or_else(|| missing(format!("database {db}")))?;
+            let d = state
+                .databases
+                .get_mut(db)
+                .ok_or_else(|| missing(format!("database {db}")))?;
             d.tables.remove(table);
         }
-        EditOp::AddPartition { db, table, partition } => {
+        EditOp::AddPartition {
+            db,
+            table,
+            partition,
+        } => {
             let t = table_mut(state, db, table)?;
             t.partitions.push(partition.clone());
             t.partitions.sort_by_key(|p| p.range.map(|r| r.0));
         }
-        EditOp::DropPartition { db, table, partition } => {
+        EditOp::DropPartition {
+            db,
+            table,
+            partition,
+        } => {
             let t = table_mut(state, db, table)?;
             t.partitions.retain(|p| &p.name != partition);
         }
-        EditOp::ReplacePartitions { db, table, partitions } => {
+        EditOp::ReplacePartitions {
+            db,
+            table,
+            partitions,
+        } => {
             let t = table_mut(state, db, table)?;
             t.partitions = partitions.clone();
         }
@@ -87,7 +145,11 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
         EditOp::BeginTxn { txn } => {
             state.txns.insert(txn.id, txn.clone());
         }
-        EditOp::CommitTxn { txn_id, versions, time } => {
+        EditOp::CommitTxn {
+            txn_id,
+            versions,
+            time,
+        } => {
             for v in versions {
                 if let Some(t) = state.table_by_id_mut(v.table_id)
                     && let Some(p) = t.partitions.iter_mut().find(|p| p.id == v.partition_id)
@@ -95,7 +157,10 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
                     p.committed_version = p.committed_version.max(v.version);
                 }
             }
-            let t = state.txns.get_mut(txn_id).ok_or_else(|| missing(format!("txn {txn_id}")))?;
+            let t = state
+                .txns
+                .get_mut(txn_id)
+                .ok_or_else(|| missing(format!("txn {txn_id}")))?;
             t.state = TxnState::Committed;
             t.versions = versions.clone();
             t.commit_time = *time;
@@ -121,7 +186,11 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
                 t.finish_time = *time;
             }
         }
-        EditOp::AbortTxn { txn_id, reason, time } => {
+        EditOp::AbortTxn {
+            txn_id,
+            reason,
+            time,
+        } => {
             if let Some(t) = state.txns.get_mut(txn_id) {
                 t.state = TxnState::Aborted;
                 t.reason = reason.clone();
@@ -142,7 +211,9 @@ fn table_mut<'a>(state: &'a mut CatalogState, db: &str, table: &str) -> Result<&
         .databases
         .get_mut(db)
         .and_then(|d| d.tables.get_mut(table))
-        .ok_or_else(|| TethysError::Corruption(format!("edit log refers to missing table {db}.{table}")))
+        .ok_or_else(|| {
+            TethysError::Corruption(format!("edit log refers to missing table {db}.{table}"))
+        })
 }
 
 /// The append side of the edit log.
@@ -173,7 +244,9 @@ impl Journal {
                 }
                 let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
                 if crc32c::crc32c(&bytes[8..]) != crc {
-                    return Err(TethysError::Corruption("FE image: checksum mismatch".into()));
+                    return Err(TethysError::Corruption(
+                        "FE image: checksum mismatch".into(),
+                    ));
                 }
                 let img: Image = serde_json::from_slice(&bytes[8..])
                     .map_err(|e| TethysError::Corruption(format!("FE image: {e}")))?;
@@ -191,8 +264,15 @@ impl Journal {
         let mut pos = 0usize;
         let mut replayed = 0u64;
         while pos + 8 <= bytes.len() {
-            let len = u32::from_le_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], bytes[pos + 3]]) as usize;
-            let crc = u32::from_le_bytes([bytes[pos + 4], bytes[pos + 5], bytes[pos + 6], bytes[pos + 7]]);
+            let len =
+                u32::from_le_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], bytes[pos + 3]])
+                    as usize;
+            let crc = u32::from_le_bytes([
+                bytes[pos + 4],
+                bytes[pos + 5],
+                bytes[pos + 6],
+                bytes[pos + 7],
+            ]);
             let end = pos + 8 + len;
             if end > bytes.len() || crc32c::crc32c(&bytes[pos + 8..end]) != crc {
                 if end >= bytes.len() {
@@ -202,8 +282,9 @@ impl Journal {
                     "FE edit log record at byte {pos} fails its checksum"
                 )));
             }
-            let rec: Record = serde_json::from_slice(&bytes[pos + 8..end])
-                .map_err(|e| TethysError::Corruption(format!("FE edit log record at byte {pos}: {e}")))?;
+            let rec: Record = serde_json::from_slice(&bytes[pos + 8..end]).map_err(|e| {
+                TethysError::Corruption(format!("FE edit log record at byte {pos}: {e}"))
+            })?;
             if rec.seq > seq {
                 apply(&mut state, &rec.op)?;
                 state.next_id = state.next_id.max(rec.next_id);
@@ -220,7 +301,8 @@ impl Journal {
                 .map_err(|e| TethysError::io("opening the FE edit log", e))?;
             f.set_len(pos as u64)
                 .map_err(|e| TethysError::io("truncating the FE edit log", e))?;
-            f.sync_all().map_err(|e| TethysError::io("syncing the FE edit log", e))?;
+            f.sync_all()
+                .map_err(|e| TethysError::io("syncing the FE edit log", e))?;
         }
         let file = OpenOptions::new()
             .create(true)

@@ -19,7 +19,7 @@ pub struct IdGen {
 }
 
 impl IdGen {
-    pub fn next(&mut self) -> i64 {
+    pub fn alloc(&mut self) -> i64 {
         let v = self.next;
         self.next += 1;
         v
@@ -55,11 +55,16 @@ impl Catalog {
     /// Validates and performs one change: `f` sees the current state, returns
     /// the change to log; it is logged durably, then applied. Changes are
     /// serialized, so what `f` validated still holds when it is applied.
-    pub fn mutate<R>(&self, f: impl FnOnce(&CatalogState, &mut IdGen) -> Result<(EditOp, R)>) -> Result<R> {
+    pub fn mutate<R>(
+        &self,
+        f: impl FnOnce(&CatalogState, &mut IdGen) -> Result<(EditOp, R)>,
+    ) -> Result<R> {
         let mut journal = self.journal.lock().unwrap_or_else(|p| p.into_inner());
         let (op, r, next) = {
             let state = self.read();
-            let mut ids = IdGen { next: state.next_id };
+            let mut ids = IdGen {
+                next: state.next_id,
+            };
             let (op, r) = f(&state, &mut ids)?;
             (op, r, ids.next)
         };
@@ -84,7 +89,7 @@ mod tests {
             Ok((
                 EditOp::CreateDatabase {
                     db: Database {
-                        id: ids.next(),
+                        id: ids.alloc(),
                         name: name.into(),
                         tables: BTreeMap::new(),
                         create_time: 0,

@@ -40,7 +40,12 @@ pub enum Bound {
 impl Bound {
     /// Parses a partition value literal for a column type.
     pub fn parse(text: &str, ty: &ColumnType) -> Result<Bound> {
-        let bad = || TethysError::Analysis(format!("Invalid partition value '{text}' for type {}", ty.desc()));
+        let bad = || {
+            TethysError::Analysis(format!(
+                "Invalid partition value '{text}' for type {}",
+                ty.desc()
+            ))
+        };
         let t = text.trim();
         match ty {
             ColumnType::TinyInt
@@ -84,7 +89,8 @@ impl Bound {
             Bound::Value(v) => match ty {
                 ColumnType::Date => {
                     let d = NaiveDate::from_num_days_from_ce_opt(*v as i32 + 719_163);
-                    d.map(|d| d.format("%Y-%m-%d").to_string()).unwrap_or_default()
+                    d.map(|d| d.format("%Y-%m-%d").to_string())
+                        .unwrap_or_default()
                 }
                 ColumnType::DateTime { .. } => DateTime::<Utc>::from_timestamp_micros(*v as i64)
                     .map(|d| d.naive_utc().format("%Y-%m-%d %H:%M:%S").to_string())
@@ -108,7 +114,12 @@ fn parse_date(t: &str) -> Option<NaiveDate> {
 }
 
 fn parse_datetime(t: &str) -> Option<chrono::NaiveDateTime> {
-    for f in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%.f", "%Y%m%d%H%M%S"] {
+    for f in [
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y%m%d%H%M%S",
+    ] {
         if let Ok(dt) = chrono::NaiveDateTime::parse_from_str(t, f) {
             return Some(dt);
         }
@@ -178,7 +189,9 @@ impl Table {
     /// Column type of the partition column.
     pub fn partition_column_type(&self) -> Option<ColumnType> {
         let c = self.partition_column.as_ref()?;
-        self.schema.index_of(c).map(|i| self.schema.columns[i].column_type)
+        self.schema
+            .index_of(c)
+            .map(|i| self.schema.columns[i].column_type)
     }
 
     /// The partition holding value `v` of the partition column.
@@ -190,7 +203,9 @@ impl Table {
     }
 
     pub fn partition(&self, name: &str) -> Option<&Partition> {
-        self.partitions.iter().find(|p| p.name.eq_ignore_ascii_case(name))
+        self.partitions
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name))
     }
 
     pub fn tablet_count(&self) -> usize {
@@ -211,7 +226,10 @@ impl Database {
     /// A table by name: exact match first, then case-insensitive.
     pub fn table(&self, name: &str) -> Option<&Table> {
         self.tables.get(name).or_else(|| {
-            let mut it = self.tables.values().filter(|t| t.name.eq_ignore_ascii_case(name));
+            let mut it = self
+                .tables
+                .values()
+                .filter(|t| t.name.eq_ignore_ascii_case(name));
             let first = it.next();
             if it.next().is_some() { None } else { first }
         })

@@ -44,7 +44,11 @@ struct Conn<S> {
 }
 
 /// Serves one client until it quits or the connection breaks.
-pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(fe: Arc<Frontend>, stream: S, peer: SocketAddr) {
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    fe: Arc<Frontend>,
+    stream: S,
+    peer: SocketAddr,
+) {
     let mut io = PacketIo::new(stream);
     let conn_id = fe.reserve_conn_id();
     let mut scramble = [0u8; 20];
@@ -58,7 +62,9 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(fe: Arc<Frontend>, 
     if io.flush().await.is_err() {
         return;
     }
-    let Ok(Some(pkt)) = io.read_packet().await else { return };
+    let Ok(Some(pkt)) = io.read_packet().await else {
+        return;
+    };
     let Ok(mut hs) = parse_handshake_response(&pkt) else {
         io.write_packet(&err_packet(1043, "08S01", "Bad handshake"));
         let _ = io.flush().await;
@@ -78,11 +84,14 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(fe: Arc<Frontend>, 
         if io.flush().await.is_err() {
             return;
         }
-        let Ok(Some(resp)) = io.read_packet().await else { return };
+        let Ok(Some(resp)) = io.read_packet().await else {
+            return;
+        };
         hs.auth = resp;
     }
     let host = peer.ip().to_string();
-    let ok_auth = password_of(&hs.user).is_some_and(|pw| check_native_password(&scramble, pw, &hs.auth));
+    let ok_auth =
+        password_of(&hs.user).is_some_and(|pw| check_native_password(&scramble, pw, &hs.auth));
     if !ok_auth {
         let e = TethysError::AccessDenied {
             user: format!("{}@{}", hs.user, host),
@@ -154,9 +163,9 @@ pub fn bind_params(sql: &str, params: &[String]) -> Result<String, TethysError> 
                     out.push(c);
                 }
                 '?' => {
-                    let p = it
-                        .next()
-                        .ok_or_else(|| TethysError::Analysis("fewer parameters than placeholders".into()))?;
+                    let p = it.next().ok_or_else(|| {
+                        TethysError::Analysis("fewer parameters than placeholders".into())
+                    })?;
                     out.push_str(p);
                 }
                 _ => out.push(c),
@@ -195,19 +204,35 @@ fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malf
     Ok(match ty {
         T_TINY => {
             let v = r.u8()?;
-            if unsigned { v.to_string() } else { (v as i8).to_string() }
+            if unsigned {
+                v.to_string()
+            } else {
+                (v as i8).to_string()
+            }
         }
         T_SHORT | T_YEAR => {
             let v = r.u16()?;
-            if unsigned { v.to_string() } else { (v as i16).to_string() }
+            if unsigned {
+                v.to_string()
+            } else {
+                (v as i16).to_string()
+            }
         }
         T_LONG | T_INT24 => {
             let v = r.u32()?;
-            if unsigned { v.to_string() } else { (v as i32).to_string() }
+            if unsigned {
+                v.to_string()
+            } else {
+                (v as i32).to_string()
+            }
         }
         T_LONGLONG => {
             let v = r.u64()?;
-            if unsigned { v.to_string() } else { (v as i64).to_string() }
+            if unsigned {
+                v.to_string()
+            } else {
+                (v as i64).to_string()
+            }
         }
         T_FLOAT => {
             let b = r.take(4)?;
@@ -223,8 +248,16 @@ fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malf
             let n = r.u8()? as usize;
             let b = r.take(n)?;
             let g = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
-            let year = if n >= 2 { u16::from_le_bytes([b[0], b[1]]) as u32 } else { 0 };
-            let micros = if n >= 11 { u32::from_le_bytes([b[7], b[8], b[9], b[10]]) } else { 0 };
+            let year = if n >= 2 {
+                u16::from_le_bytes([b[0], b[1]]) as u32
+            } else {
+                0
+            };
+            let micros = if n >= 11 {
+                u32::from_le_bytes([b[7], b[8], b[9], b[10]])
+            } else {
+                0
+            };
             let mut s = format!("{year:04}-{:02}-{:02}", g(2), g(3));
             if ty != T_DATE {
                 s.push_str(&format!(" {:02}:{:02}:{:02}", g(4), g(5), g(6)));
@@ -238,15 +271,26 @@ fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malf
             let n = r.u8()? as usize;
             let b = r.take(n)?;
             let g = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
-            let days = if n >= 5 { u32::from_le_bytes([b[1], b[2], b[3], b[4]]) } else { 0 };
+            let days = if n >= 5 {
+                u32::from_le_bytes([b[1], b[2], b[3], b[4]])
+            } else {
+                0
+            };
             let sign = if g(0) == 1 { "-" } else { "" };
-            quote_str(&format!("{sign}{:02}:{:02}:{:02}", days * 24 + g(5), g(6), g(7)))
+            quote_str(&format!(
+                "{sign}{:02}:{:02}:{:02}",
+                days * 24 + g(5),
+                g(6),
+                g(7)
+            ))
         }
         T_NULL => "NULL".into(),
         T_NEWDECIMAL | T_DECIMAL => {
             let b = r.lenenc_bytes()?;
             let s = String::from_utf8_lossy(b).to_string();
-            if s.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E') {
+            if s.chars().all(|c| {
+                c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'
+            }) {
                 s
             } else {
                 quote_str(&s)
@@ -281,12 +325,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
         if more {
             status |= SERVER_MORE_RESULTS_EXISTS;
         }
-        self.io.write_packet(&ok_packet(0, affected, 0, status, 0, info));
+        self.io
+            .write_packet(&ok_packet(0, affected, 0, status, 0, info));
     }
 
     async fn run(&mut self) -> std::io::Result<()> {
         loop {
-            let Some(pkt) = self.io.read_packet().await? else { return Ok(()) };
+            let Some(pkt) = self.io.read_packet().await? else {
+                return Ok(());
+            };
             if self.handle.killed.load(std::sync::atomic::Ordering::SeqCst) {
                 return Ok(());
             }
@@ -298,7 +345,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                 COM_PING => self.send_ok(0, "", false),
                 COM_INIT_DB => {
                     let db = String::from_utf8_lossy(body).to_string();
-                    self.run_statement_text(&format!("USE `{}`", db.replace('`', "``")), false).await;
+                    self.run_statement_text(&format!("USE `{}`", db.replace('`', "``")), false)
+                        .await;
                 }
                 COM_QUERY => {
                     let sql = String::from_utf8_lossy(body).to_string();
@@ -319,24 +367,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                     continue;
                 }
                 COM_STMT_SEND_LONG_DATA => continue,
-                COM_STMT_RESET | COM_RESET_CONNECTION | COM_SET_OPTION => self.send_ok(0, "", false),
+                COM_STMT_RESET | COM_RESET_CONNECTION | COM_SET_OPTION => {
+                    self.send_ok(0, "", false)
+                }
                 COM_STATISTICS => {
-                    let s = format!("Uptime: 0  Threads: {}  Questions: 0", self.fe.conns().len());
+                    let s = format!(
+                        "Uptime: 0  Threads: {}  Questions: 0",
+                        self.fe.conns().len()
+                    );
                     self.io.write_packet(s.as_bytes());
                 }
-                other => self.send_err(&TethysError::NotSupported(format!("Unknown command {other:#04x}"))),
+                other => self.send_err(&TethysError::NotSupported(format!(
+                    "Unknown command {other:#04x}"
+                ))),
             }
             self.io.flush().await?;
         }
     }
 
     async fn field_list(&mut self, body: &[u8]) {
-        let table = String::from_utf8_lossy(body.split(|b| *b == 0).next().unwrap_or_default()).to_string();
-        let t = self
-            .session
-            .database
-            .as_ref()
-            .and_then(|db| self.fe.catalog.read().database(db).and_then(|d| d.table(&table)).cloned());
+        let table =
+            String::from_utf8_lossy(body.split(|b| *b == 0).next().unwrap_or_default()).to_string();
+        let t = self.session.database.as_ref().and_then(|db| {
+            self.fe
+                .catalog
+                .read()
+                .database(db)
+                .and_then(|d| d.table(&table))
+                .cloned()
+        });
         let Some(t) = t else {
             self.send_err(&TethysError::UnknownTable {
                 database: self.session.database.clone().unwrap_or_default(),
@@ -430,7 +489,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                 let bitmap = r.take(n.div_ceil(8))?.to_vec();
                 let bound = r.u8()?;
                 if bound == 1 {
-                    st.types = (0..n).map(|_| Ok((r.u8()?, r.u8()?))).collect::<Result<Vec<_>, Malformed>>()?;
+                    st.types = (0..n)
+                        .map(|_| Ok((r.u8()?, r.u8()?)))
+                        .collect::<Result<Vec<_>, Malformed>>()?;
                 }
                 if st.types.len() != n {
                     return Err(Malformed);
@@ -449,7 +510,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
         let (id, values) = match parsed {
             Ok(v) => v,
             Err(_) => {
-                self.send_err(&TethysError::Analysis("malformed COM_STMT_EXECUTE packet".into()));
+                self.send_err(&TethysError::Analysis(
+                    "malformed COM_STMT_EXECUTE packet".into(),
+                ));
                 return;
             }
         };
@@ -472,14 +535,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
         } else {
             vec![sql.trim().trim_end_matches(';').to_string()]
         };
-        let stmts = if stmts.is_empty() { vec![String::new()] } else { stmts };
+        let stmts = if stmts.is_empty() {
+            vec![String::new()]
+        } else {
+            stmts
+        };
         let n = stmts.len();
         for (i, s) in stmts.iter().enumerate() {
             let more = i + 1 < n;
             self.handle.set_command(s);
             let ok = self.run_one(s, binary, more).await;
             self.handle.set_command("");
-            *self.handle.db.lock().unwrap_or_else(|p| p.into_inner()) = self.session.database.clone();
+            *self.handle.db.lock().unwrap_or_else(|p| p.into_inner()) =
+                self.session.database.clone();
             if !ok {
                 break;
             }
@@ -524,7 +592,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
         }
     }
 
-    async fn write_output(&mut self, out: Output, binary: bool, more: bool) -> Result<(), TethysError> {
+    async fn write_output(
+        &mut self,
+        out: Output,
+        binary: bool,
+        more: bool,
+    ) -> Result<(), TethysError> {
         match out {
             Output::Ok { affected, info } => {
                 self.send_ok(affected, &info, more);
@@ -576,7 +649,10 @@ mod tests {
 
     #[test]
     fn placeholders() {
-        assert_eq!(count_placeholders("select ?, '?', `?` from t where a = ?"), 2);
+        assert_eq!(
+            count_placeholders("select ?, '?', `?` from t where a = ?"),
+            2
+        );
         assert_eq!(
             bind_params("select ? , 'x?'", &["'a''b'".into()]).unwrap(),
             "select 'a''b' , 'x?'"

@@ -32,7 +32,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             let mut hdr = [0u8; 4];
             match self.stream.read_exact(&mut hdr).await {
                 Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && payload.is_empty() => return Ok(None),
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && payload.is_empty() => {
+                    return Ok(None);
+                }
                 Err(e) => return Err(e),
             }
             let len = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], 0]) as usize;

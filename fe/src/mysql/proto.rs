@@ -245,7 +245,14 @@ pub fn check_native_password(scramble: &[u8; 20], password: &str, response: &[u8
 }
 
 /// An OK packet (header 0x00, or 0xFE when it ends a result set under DEPRECATE_EOF).
-pub fn ok_packet(header: u8, affected: u64, last_insert_id: u64, status: u16, warnings: u16, info: &str) -> Vec<u8> {
+pub fn ok_packet(
+    header: u8,
+    affected: u64,
+    last_insert_id: u64,
+    status: u16,
+    warnings: u16,
+    info: &str,
+) -> Vec<u8> {
     let mut p = vec![header];
     put_lenenc_int(&mut p, affected);
     put_lenenc_int(&mut p, last_insert_id);

@@ -3,8 +3,8 @@
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{
-    DataType, Date32Type, Date64Type, Field, Float16Type, Float32Type, Float64Type,
-    Int8Type, Int16Type, Int32Type, Int64Type, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    DataType, Date32Type, Date64Type, Field, Float16Type, Float32Type, Float64Type, Int8Type,
+    Int16Type, Int32Type, Int64Type, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
     TimestampNanosecondType, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -44,7 +44,11 @@ pub fn column_def(field: &Field) -> ColumnDef {
         .metadata()
         .get(COLUMN_TYPE_METADATA_KEY)
         .and_then(|t| ColumnType::parse(t).ok());
-    let mut flags = if field.is_nullable() { 0 } else { NOT_NULL_FLAG };
+    let mut flags = if field.is_nullable() {
+        0
+    } else {
+        NOT_NULL_FLAG
+    };
     let (ty, len, decimals, charset) = match field.data_type() {
         DataType::Null => (T_NULL, 0, 0, CHARSET_BINARY),
         DataType::Boolean | DataType::Int8 => (T_TINY, 4, 0, CHARSET_BINARY),
@@ -69,16 +73,24 @@ pub fn column_def(field: &Field) -> ColumnDef {
         }
         DataType::Float16 | DataType::Float32 => (T_FLOAT, 12, 31, CHARSET_BINARY),
         DataType::Float64 => (T_DOUBLE, 22, 31, CHARSET_BINARY),
-        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => {
-            (T_NEWDECIMAL, *p as u32 + 2, (*s).max(0) as u8, CHARSET_BINARY)
-        }
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => (
+            T_NEWDECIMAL,
+            *p as u32 + 2,
+            (*s).max(0) as u8,
+            CHARSET_BINARY,
+        ),
         DataType::Date32 | DataType::Date64 => (T_DATE, 10, 0, CHARSET_BINARY),
         DataType::Timestamp(_, _) => {
             let p = match declared {
                 Some(ColumnType::DateTime { precision }) => precision,
                 _ => 0,
             };
-            (T_DATETIME, 19 + if p > 0 { p as u32 + 1 } else { 0 }, p, CHARSET_BINARY)
+            (
+                T_DATETIME,
+                19 + if p > 0 { p as u32 + 1 } else { 0 },
+                p,
+                CHARSET_BINARY,
+            )
         }
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
             flags |= BINARY_FLAG;
@@ -124,7 +136,11 @@ fn fmt_float(v: f64) -> String {
     } else if v.is_nan() {
         "NaN".into()
     } else if v.is_infinite() {
-        if v > 0.0 { "Infinity".into() } else { "-Infinity".into() }
+        if v > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        }
     } else {
         format!("{v}")
     }
@@ -133,16 +149,24 @@ fn fmt_float(v: f64) -> String {
 /// Local wall-clock datetimes of a timestamp column (time zone applied).
 fn timestamp_at(arr: &dyn Array, i: usize) -> Option<NaiveDateTime> {
     let (v, unit, tz) = match arr.data_type() {
-        DataType::Timestamp(TimeUnit::Second, tz) => (arr.as_primitive::<TimestampSecondType>().value(i), 0, tz),
-        DataType::Timestamp(TimeUnit::Millisecond, tz) => {
-            (arr.as_primitive::<TimestampMillisecondType>().value(i), 1, tz)
+        DataType::Timestamp(TimeUnit::Second, tz) => {
+            (arr.as_primitive::<TimestampSecondType>().value(i), 0, tz)
         }
-        DataType::Timestamp(TimeUnit::Microsecond, tz) => {
-            (arr.as_primitive::<TimestampMicrosecondType>().value(i), 2, tz)
-        }
-        DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
-            (arr.as_primitive::<TimestampNanosecondType>().value(i), 3, tz)
-        }
+        DataType::Timestamp(TimeUnit::Millisecond, tz) => (
+            arr.as_primitive::<TimestampMillisecondType>().value(i),
+            1,
+            tz,
+        ),
+        DataType::Timestamp(TimeUnit::Microsecond, tz) => (
+            arr.as_primitive::<TimestampMicrosecondType>().value(i),
+            2,
+            tz,
+        ),
+        DataType::Timestamp(TimeUnit::Nanosecond, tz) => (
+            arr.as_primitive::<TimestampNanosecondType>().value(i),
+            3,
+            tz,
+        ),
         _ => return None,
     };
     let utc = match unit {
@@ -175,9 +199,15 @@ impl<'a> RowEncoder<'a> {
         let precisions = schema
             .fields()
             .iter()
-            .map(|f| match f.metadata().get(COLUMN_TYPE_METADATA_KEY).and_then(|t| ColumnType::parse(t).ok()) {
-                Some(ColumnType::DateTime { precision }) => precision,
-                _ => 0,
+            .map(|f| {
+                match f
+                    .metadata()
+                    .get(COLUMN_TYPE_METADATA_KEY)
+                    .and_then(|t| ColumnType::parse(t).ok())
+                {
+                    Some(ColumnType::DateTime { precision }) => precision,
+                    _ => 0,
+                }
             })
             .collect();
         let formatters = batch
@@ -255,12 +285,21 @@ impl<'a> RowEncoder<'a> {
                 DataType::Boolean => out.push(arr.as_boolean().value(row) as u8),
                 DataType::Int8 => out.push(arr.as_primitive::<Int8Type>().value(row) as u8),
                 DataType::UInt8 => out.push(arr.as_primitive::<UInt8Type>().value(row)),
-                DataType::Int16 => out.extend_from_slice(&arr.as_primitive::<Int16Type>().value(row).to_le_bytes()),
-                DataType::UInt16 => out.extend_from_slice(&arr.as_primitive::<UInt16Type>().value(row).to_le_bytes()),
-                DataType::Int32 => out.extend_from_slice(&arr.as_primitive::<Int32Type>().value(row).to_le_bytes()),
-                DataType::UInt32 => out.extend_from_slice(&arr.as_primitive::<UInt32Type>().value(row).to_le_bytes()),
-                DataType::Int64 => out.extend_from_slice(&arr.as_primitive::<Int64Type>().value(row).to_le_bytes()),
-                DataType::UInt64 => out.extend_from_slice(&arr.as_primitive::<UInt64Type>().value(row).to_le_bytes()),
+                DataType::Int16 => {
+                    out.extend_from_slice(&arr.as_primitive::<Int16Type>().value(row).to_le_bytes())
+                }
+                DataType::UInt16 => out
+                    .extend_from_slice(&arr.as_primitive::<UInt16Type>().value(row).to_le_bytes()),
+                DataType::Int32 => {
+                    out.extend_from_slice(&arr.as_primitive::<Int32Type>().value(row).to_le_bytes())
+                }
+                DataType::UInt32 => out
+                    .extend_from_slice(&arr.as_primitive::<UInt32Type>().value(row).to_le_bytes()),
+                DataType::Int64 => {
+                    out.extend_from_slice(&arr.as_primitive::<Int64Type>().value(row).to_le_bytes())
+                }
+                DataType::UInt64 => out
+                    .extend_from_slice(&arr.as_primitive::<UInt64Type>().value(row).to_le_bytes()),
                 DataType::Float16 | DataType::Float32 => {
                     let v = match arr.data_type() {
                         DataType::Float16 => arr.as_primitive::<Float16Type>().value(row).to_f32(),
@@ -268,7 +307,8 @@ impl<'a> RowEncoder<'a> {
                     };
                     out.extend_from_slice(&v.to_le_bytes())
                 }
-                DataType::Float64 => out.extend_from_slice(&arr.as_primitive::<Float64Type>().value(row).to_le_bytes()),
+                DataType::Float64 => out
+                    .extend_from_slice(&arr.as_primitive::<Float64Type>().value(row).to_le_bytes()),
                 DataType::Date32 | DataType::Date64 => {
                     let d = match arr.data_type() {
                         DataType::Date32 => arr.as_primitive::<Date32Type>().value_as_date(row),
@@ -318,7 +358,9 @@ impl<'a> RowEncoder<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{BooleanArray, Float64Array, Int32Array, StringArray, TimestampMicrosecondArray};
+    use arrow::array::{
+        BooleanArray, Float64Array, Int32Array, StringArray, TimestampMicrosecondArray,
+    };
     use std::sync::Arc;
 
     #[test]
@@ -362,7 +404,13 @@ mod tests {
 
     #[test]
     fn column_types() {
-        assert_eq!(column_def(&Field::new("x", DataType::Decimal128(10, 2), true)).column_type, T_NEWDECIMAL);
-        assert_eq!(column_def(&Field::new("x", DataType::Utf8, false)).flags & NOT_NULL_FLAG, 1);
+        assert_eq!(
+            column_def(&Field::new("x", DataType::Decimal128(10, 2), true)).column_type,
+            T_NEWDECIMAL
+        );
+        assert_eq!(
+            column_def(&Field::new("x", DataType::Utf8, false)).flags & NOT_NULL_FLAG,
+            1
+        );
     }
 }

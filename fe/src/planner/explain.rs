@@ -25,7 +25,10 @@ struct RNode {
 enum RChild {
     Node(RNode),
     /// An exchange receiving from fragment `n`.
-    Exchange { id: usize, fragment: usize },
+    Exchange {
+        id: usize,
+        fragment: usize,
+    },
 }
 
 struct Fragment {
@@ -43,7 +46,11 @@ struct Builder {
 fn transparent(plan: &Arc<dyn ExecutionPlan>) -> bool {
     matches!(
         plan.name(),
-        "ProjectionExec" | "CoalescePartitionsExec" | "RepartitionExec" | "CoalesceBatchesExec" | "CooperativeExec"
+        "ProjectionExec"
+            | "CoalescePartitionsExec"
+            | "RepartitionExec"
+            | "CoalesceBatchesExec"
+            | "CooperativeExec"
     )
 }
 
@@ -56,7 +63,12 @@ impl Builder {
 
     /// Renders the part of `plan` inside one fragment; children first so ids
     /// grow bottom-up as in Doris.
-    fn node(&mut self, plan: &Arc<dyn ExecutionPlan>, limit: Option<usize>, be: Option<&FragmentInfo>) -> RChild {
+    fn node(
+        &mut self,
+        plan: &Arc<dyn ExecutionPlan>,
+        limit: Option<usize>,
+        be: Option<&FragmentInfo>,
+    ) -> RChild {
         if let Some(info) = be
             && (plan.downcast_ref::<OlapScanExec>().is_some()
                 || plan.name() == "FilterExec"
@@ -88,9 +100,16 @@ impl Builder {
             let id = self.alloc();
             self.fragments[frag_idx].root = Some(root);
             self.fragments[frag_idx].sink_exchange = Some(id);
-            return RChild::Exchange { id, fragment: frag_idx };
+            return RChild::Exchange {
+                id,
+                fragment: frag_idx,
+            };
         }
-        let children: Vec<RChild> = plan.children().iter().map(|c| self.node(c, None, be)).collect();
+        let children: Vec<RChild> = plan
+            .children()
+            .iter()
+            .map(|c| self.node(c, None, be))
+            .collect();
         let mut attrs = vec![];
         let name = if let Some(a) = plan.downcast_ref::<AggregateExec>() {
             let out: Vec<String> = a
@@ -99,13 +118,20 @@ impl Builder {
                 .map(|e| e.name().replace("count(Int64(1))", "count(*)"))
                 .collect();
             attrs.push(format!("output: {}", out.join(", ")));
-            let g: Vec<String> = a.group_expr().expr().iter().map(|(_, n)| n.clone()).collect();
+            let g: Vec<String> = a
+                .group_expr()
+                .expr()
+                .iter()
+                .map(|(_, n)| n.clone())
+                .collect();
             if !g.is_empty() {
                 attrs.push(format!("group by: {}", g.join(", ")));
             }
             match a.mode() {
                 AggregateMode::Partial => "VAGGREGATE (update serialize)",
-                AggregateMode::Final | AggregateMode::FinalPartitioned => "VAGGREGATE (merge finalize)",
+                AggregateMode::Final | AggregateMode::FinalPartitioned => {
+                    "VAGGREGATE (merge finalize)"
+                }
                 _ => "VAGGREGATE (update finalize)",
             }
             .to_string()
@@ -158,15 +184,28 @@ impl Builder {
     }
 
     /// Renders a backend fragment: projection/filter fold into the scan.
-    fn be_node(&mut self, plan: &Arc<dyn ExecutionPlan>, info: &FragmentInfo, limit: Option<usize>) -> RNode {
+    fn be_node(
+        &mut self,
+        plan: &Arc<dyn ExecutionPlan>,
+        info: &FragmentInfo,
+        limit: Option<usize>,
+    ) -> RNode {
         match self.node(plan, limit, Some(info)) {
             RChild::Node(n) => n,
             RChild::Exchange { .. } => self.scan_node(info, vec![], limit),
         }
     }
 
-    fn scan_node(&mut self, info: &FragmentInfo, predicates: Vec<String>, limit: Option<usize>) -> RNode {
-        let mut attrs = vec![format!("TABLE: {}({}), PREAGGREGATION: ON", info.table, info.table_name)];
+    fn scan_node(
+        &mut self,
+        info: &FragmentInfo,
+        predicates: Vec<String>,
+        limit: Option<usize>,
+    ) -> RNode {
+        let mut attrs = vec![format!(
+            "TABLE: {}({}), PREAGGREGATION: ON",
+            info.table, info.table_name
+        )];
         if !predicates.is_empty() {
             attrs.push(format!("PREDICATES: {}", predicates.join(" AND ")));
         }
@@ -254,7 +293,10 @@ pub fn explain_lines(plan: &Arc<dyn ExecutionPlan>, output_names: &[String]) -> 
             out.push("     MYSQL_PROTOCAL".into());
         } else {
             out.push("  STREAM DATA SINK".into());
-            out.push(format!("    EXCHANGE ID: {:02}", f.sink_exchange.unwrap_or(0)));
+            out.push(format!(
+                "    EXCHANGE ID: {:02}",
+                f.sink_exchange.unwrap_or(0)
+            ));
             out.push("    UNPARTITIONED".into());
         }
         out.push(String::new());

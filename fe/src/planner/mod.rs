@@ -51,13 +51,20 @@ pub struct StatementCtx {
 }
 
 /// Builds the DataFusion context of one statement.
-pub fn statement_context(fe: &Arc<Frontend>, session: &Session, stmt: Arc<StatementCtx>) -> Result<SessionContext> {
+pub fn statement_context(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    stmt: Arc<StatementCtx>,
+) -> Result<SessionContext> {
     let vars = &session.vars;
     let mut config = SessionConfig::new()
         .with_batch_size(vars.batch_size())
         .with_target_partitions(vars.parallelism())
         .with_information_schema(true)
-        .with_default_catalog_and_schema(INTERNAL_CATALOG, session.database.clone().unwrap_or_default())
+        .with_default_catalog_and_schema(
+            INTERNAL_CATALOG,
+            session.database.clone().unwrap_or_default(),
+        )
         .with_create_default_catalog_and_schema(false);
     config
         .options_mut()
@@ -79,18 +86,24 @@ pub fn statement_context(fe: &Arc<Frontend>, session: &Session, stmt: Arc<Statem
     let mut ctx = SessionContext::new_with_state(state);
     tethys_common::functions::register_all(&mut ctx)?;
     let db = session.database.clone();
-    ctx.register_udf(ConstFn::new("database", ScalarValue::Utf8(db.clone())));
-    ctx.register_udf(ConstFn::new("schema", ScalarValue::Utf8(db)));
-    let who = ScalarValue::Utf8(Some(format!("'{}'@'{}'", session.user, session.client_host)));
-    ctx.register_udf(ConstFn::new("user", who.clone()));
-    ctx.register_udf(ConstFn::new("current_user", who.clone()));
-    ctx.register_udf(ConstFn::new("session_user", who));
-    ctx.register_udf(ConstFn::new("connection_id", ScalarValue::Int64(Some(session.conn_id as i64))));
-    ctx.register_udf(ConstFn::new(
+    ctx.register_udf(ConstFn::udf("database", ScalarValue::Utf8(db.clone())));
+    ctx.register_udf(ConstFn::udf("schema", ScalarValue::Utf8(db)));
+    let who = ScalarValue::Utf8(Some(format!(
+        "'{}'@'{}'",
+        session.user, session.client_host
+    )));
+    ctx.register_udf(ConstFn::udf("user", who.clone()));
+    ctx.register_udf(ConstFn::udf("current_user", who.clone()));
+    ctx.register_udf(ConstFn::udf("session_user", who));
+    ctx.register_udf(ConstFn::udf(
+        "connection_id",
+        ScalarValue::Int64(Some(session.conn_id as i64)),
+    ));
+    ctx.register_udf(ConstFn::udf(
         "version",
         ScalarValue::Utf8(Some(tethys_common::config::MYSQL_SERVER_VERSION.into())),
     ));
-    ctx.register_udf(ConstFn::new("last_insert_id", ScalarValue::Int64(Some(0))));
+    ctx.register_udf(ConstFn::udf("last_insert_id", ScalarValue::Int64(Some(0))));
     ctx.register_variable(VarType::System, Arc::new(SystemVars(vars.clone())));
     ctx.register_variable(
         VarType::UserDefined,
@@ -108,7 +121,10 @@ pub fn statement_context(fe: &Arc<Frontend>, session: &Session, stmt: Arc<Statem
 
 /// DataFusion wants an offset or an IANA name it knows; `UTC` becomes `+00:00`.
 pub fn tz_offset_name(tz: &str) -> String {
-    if tz.eq_ignore_ascii_case("utc") || tz.eq_ignore_ascii_case("system") || tz.eq_ignore_ascii_case("gmt") {
+    if tz.eq_ignore_ascii_case("utc")
+        || tz.eq_ignore_ascii_case("system")
+        || tz.eq_ignore_ascii_case("gmt")
+    {
         "+00:00".into()
     } else {
         tz.to_string()
@@ -157,7 +173,9 @@ impl VarProvider for UserVars {
     fn get_value(&self, var_names: Vec<String>) -> DfResult<ScalarValue> {
         let name = var_names.last().cloned().unwrap_or_default();
         Ok(ScalarValue::Utf8(
-            self.0.get(name.trim_start_matches('@').to_ascii_lowercase().as_str()).cloned(),
+            self.0
+                .get(name.trim_start_matches('@').to_ascii_lowercase().as_str())
+                .cloned(),
         ))
     }
 
@@ -174,7 +192,6 @@ struct TethysCatalog {
 }
 
 impl CatalogProvider for TethysCatalog {
-
     fn schema_names(&self) -> Vec<String> {
         self.fe.catalog.read().databases.keys().cloned().collect()
     }
@@ -199,7 +216,6 @@ struct TethysSchema {
 
 #[async_trait]
 impl SchemaProvider for TethysSchema {
-
     fn table_names(&self) -> Vec<String> {
         self.fe
             .catalog
@@ -212,7 +228,10 @@ impl SchemaProvider for TethysSchema {
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         let table = {
             let state = self.fe.catalog.read();
-            state.database(&self.db).and_then(|d| d.table(name)).cloned()
+            state
+                .database(&self.db)
+                .and_then(|d| d.table(name))
+                .cloned()
         };
         Ok(match table {
             Some(t) => Some(Arc::new(table::OlapTable::new(
@@ -258,8 +277,10 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToB
             }
             let mut input = agg.input().clone();
             while let Some(r) = input.downcast_ref::<RepartitionExec>() {
-                if matches!(r.partitioning(), datafusion::physical_plan::Partitioning::RoundRobinBatch(_))
-                {
+                if matches!(
+                    r.partitioning(),
+                    datafusion::physical_plan::Partitioning::RoundRobinBatch(_)
+                ) {
                     input = r.input().clone();
                 } else {
                     break;
@@ -273,7 +294,9 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToB
                 #[allow(deprecated)]
                 agg_node.clone().with_new_children(vec![frag])
             })?;
-            Ok(Transformed::yes(Arc::new(pushed) as Arc<dyn datafusion::physical_plan::ExecutionPlan>))
+            Ok(Transformed::yes(
+                Arc::new(pushed) as Arc<dyn datafusion::physical_plan::ExecutionPlan>
+            ))
         })
         .map(|t| t.data)
     }
@@ -297,8 +320,11 @@ impl datafusion::logical_expr::planner::ExprPlanner for MySqlSemantics {
         &self,
         expr: datafusion::logical_expr::planner::RawBinaryExpr,
         schema: &datafusion::common::DFSchema,
-    ) -> DfResult<datafusion::logical_expr::planner::PlannerResult<datafusion::logical_expr::planner::RawBinaryExpr>>
-    {
+    ) -> DfResult<
+        datafusion::logical_expr::planner::PlannerResult<
+            datafusion::logical_expr::planner::RawBinaryExpr,
+        >,
+    > {
         use datafusion::logical_expr::planner::PlannerResult;
         use datafusion::logical_expr::{ExprSchemable, cast};
         use datafusion::sql::sqlparser::ast::BinaryOperator;

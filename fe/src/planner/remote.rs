@@ -13,7 +13,9 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
 use datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec;
 use futures::{StreamExt, TryStreamExt};
 use tethys_common::TethysError;
@@ -108,7 +110,11 @@ impl DisplayAs for BeFragmentExec {
         write!(
             f,
             "BeFragmentExec: table={}, partitions={}/{}, tablets={}/{}",
-            self.info.table, self.info.partitions.len(), self.info.total_partitions, self.info.tablets, self.info.total_tablets
+            self.info.table,
+            self.info.partitions.len(),
+            self.info.total_partitions,
+            self.info.tablets,
+            self.info.total_tablets
         )
     }
 }
@@ -137,11 +143,18 @@ impl ExecutionPlan for BeFragmentExec {
         Ok(TreeNodeRecursion::Continue)
     }
 
-    fn with_new_children(self: Arc<Self>, _children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
         Ok(self)
     }
 
-    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
         let mut k = partition;
         let mut target = None;
         for (be, plan) in &self.fragments {
@@ -155,7 +168,10 @@ impl ExecutionPlan for BeFragmentExec {
         let schema = self.schema.clone();
         let Some((be, plan, k)) = target else {
             // No tablet survived pruning.
-            return Ok(Box::pin(RecordBatchStreamAdapter::new(schema, futures::stream::empty())));
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                schema,
+                futures::stream::empty(),
+            )));
         };
         let bytes = physical_plan_to_bytes_with_extension_codec(plan, &TethysCodec)?;
         let req = ExecFragmentRequest {
@@ -178,6 +194,9 @@ impl ExecutionPlan for BeFragmentExec {
             }))
         })
         .try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream.boxed())))
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            stream.boxed(),
+        )))
     }
 }

@@ -4,8 +4,8 @@
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
-    TimestampMicrosecondType,
+    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
+    Int64Type, TimestampMicrosecondType,
 };
 
 /// Partition-column values in the integer form range bounds use.
@@ -23,7 +23,9 @@ pub fn partition_keys(arr: &ArrayRef) -> Vec<Option<i128>> {
             DataType::Int32 => arr.as_primitive::<Int32Type>().value(i) as i128,
             DataType::Int64 => arr.as_primitive::<Int64Type>().value(i) as i128,
             DataType::Date32 => arr.as_primitive::<Date32Type>().value(i) as i128,
-            DataType::Timestamp(_, _) => arr.as_primitive::<TimestampMicrosecondType>().value(i) as i128,
+            DataType::Timestamp(_, _) => {
+                arr.as_primitive::<TimestampMicrosecondType>().value(i) as i128
+            }
             DataType::Decimal128(_, _) => arr.as_primitive::<Decimal128Type>().value(i),
             _ => {
                 out.push(None);
@@ -44,32 +46,53 @@ pub fn bucket_hashes(columns: &[&ArrayRef], rows: usize) -> Vec<u32> {
                 continue;
             }
             *hv = match arr.data_type() {
-                DataType::Int8 => crc32c::crc32c_append(*hv, &(arr.as_primitive::<Int8Type>().value(i) as i64).to_le_bytes()),
-                DataType::Int16 => {
-                    crc32c::crc32c_append(*hv, &(arr.as_primitive::<Int16Type>().value(i) as i64).to_le_bytes())
-                }
-                DataType::Int32 => {
-                    crc32c::crc32c_append(*hv, &(arr.as_primitive::<Int32Type>().value(i) as i64).to_le_bytes())
-                }
-                DataType::Int64 => crc32c::crc32c_append(*hv, &arr.as_primitive::<Int64Type>().value(i).to_le_bytes()),
-                DataType::Date32 => {
-                    crc32c::crc32c_append(*hv, &(arr.as_primitive::<Date32Type>().value(i) as i64).to_le_bytes())
-                }
-                DataType::Timestamp(_, _) => {
-                    crc32c::crc32c_append(*hv, &arr.as_primitive::<TimestampMicrosecondType>().value(i).to_le_bytes())
-                }
-                DataType::Decimal128(_, _) => {
-                    crc32c::crc32c_append(*hv, &arr.as_primitive::<Decimal128Type>().value(i).to_le_bytes())
-                }
+                DataType::Int8 => crc32c::crc32c_append(
+                    *hv,
+                    &(arr.as_primitive::<Int8Type>().value(i) as i64).to_le_bytes(),
+                ),
+                DataType::Int16 => crc32c::crc32c_append(
+                    *hv,
+                    &(arr.as_primitive::<Int16Type>().value(i) as i64).to_le_bytes(),
+                ),
+                DataType::Int32 => crc32c::crc32c_append(
+                    *hv,
+                    &(arr.as_primitive::<Int32Type>().value(i) as i64).to_le_bytes(),
+                ),
+                DataType::Int64 => crc32c::crc32c_append(
+                    *hv,
+                    &arr.as_primitive::<Int64Type>().value(i).to_le_bytes(),
+                ),
+                DataType::Date32 => crc32c::crc32c_append(
+                    *hv,
+                    &(arr.as_primitive::<Date32Type>().value(i) as i64).to_le_bytes(),
+                ),
+                DataType::Timestamp(_, _) => crc32c::crc32c_append(
+                    *hv,
+                    &arr.as_primitive::<TimestampMicrosecondType>()
+                        .value(i)
+                        .to_le_bytes(),
+                ),
+                DataType::Decimal128(_, _) => crc32c::crc32c_append(
+                    *hv,
+                    &arr.as_primitive::<Decimal128Type>().value(i).to_le_bytes(),
+                ),
                 DataType::Float32 => crc32c::crc32c_append(
                     *hv,
-                    &(arr.as_primitive::<Float32Type>().value(i) as f64).to_bits().to_le_bytes(),
+                    &(arr.as_primitive::<Float32Type>().value(i) as f64)
+                        .to_bits()
+                        .to_le_bytes(),
                 ),
-                DataType::Float64 => {
-                    crc32c::crc32c_append(*hv, &arr.as_primitive::<Float64Type>().value(i).to_bits().to_le_bytes())
-                }
+                DataType::Float64 => crc32c::crc32c_append(
+                    *hv,
+                    &arr.as_primitive::<Float64Type>()
+                        .value(i)
+                        .to_bits()
+                        .to_le_bytes(),
+                ),
                 DataType::Boolean => crc32c::crc32c_append(*hv, &[arr.as_boolean().value(i) as u8]),
-                DataType::Utf8 => crc32c::crc32c_append(*hv, arr.as_string::<i32>().value(i).as_bytes()),
+                DataType::Utf8 => {
+                    crc32c::crc32c_append(*hv, arr.as_string::<i32>().value(i).as_bytes())
+                }
                 _ => *hv,
             };
         }
@@ -92,6 +115,9 @@ mod tests {
         assert_ne!(h[0], h[1]);
         // Pinned: changing the hash would move existing rows to other buckets.
         let one: ArrayRef = Arc::new(Int64Array::from(vec![1001]));
-        assert_eq!(bucket_hashes(&[&one], 1)[0], crc32c::crc32c_append(0, &1001i64.to_le_bytes()));
+        assert_eq!(
+            bucket_hashes(&[&one], 1)[0],
+            crc32c::crc32c_append(0, &1001i64.to_le_bytes())
+        );
     }
 }

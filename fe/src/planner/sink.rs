@@ -40,7 +40,13 @@ pub struct OlapSink {
 }
 
 impl OlapSink {
-    pub fn new(fe: Arc<Frontend>, db: String, table: Table, schema: SchemaRef, stmt: Arc<StatementCtx>) -> Self {
+    pub fn new(
+        fe: Arc<Frontend>,
+        db: String,
+        table: Table,
+        schema: SchemaRef,
+        stmt: Arc<StatementCtx>,
+    ) -> Self {
         OlapSink {
             fe,
             db,
@@ -101,29 +107,35 @@ impl OlapSink {
     }
 
     /// Splits a batch by destination tablet.
-    fn route(&self, batch: &RecordBatch, seq: &mut usize) -> Result<Vec<(TabletTarget, RecordBatch)>> {
+    fn route(
+        &self,
+        batch: &RecordBatch,
+        seq: &mut usize,
+    ) -> Result<Vec<(TabletTarget, RecordBatch)>> {
         let n = batch.num_rows();
         let part_idx: Vec<usize> = match &self.table.partition_column {
             Some(col) => {
-                let ci = self
-                    .table
-                    .schema
-                    .index_of(col)
-                    .ok_or_else(|| TethysError::Internal(format!("partition column {col} missing")))?;
+                let ci = self.table.schema.index_of(col).ok_or_else(|| {
+                    TethysError::Internal(format!("partition column {col} missing"))
+                })?;
                 let keys = partition_keys(batch.column(ci));
                 let mut out = Vec::with_capacity(n);
                 for (row, k) in keys.iter().enumerate() {
                     let p = k.and_then(|k| {
                         self.table.partitions.iter().position(|p| match p.range {
-                            Some((lo, hi)) => lo <= crate::catalog::Bound::Value(k) && crate::catalog::Bound::Value(k) < hi,
+                            Some((lo, hi)) => {
+                                lo <= crate::catalog::Bound::Value(k)
+                                    && crate::catalog::Bound::Value(k) < hi
+                            }
                             None => true,
                         })
                     });
                     match p {
                         Some(p) => out.push(p),
                         None => {
-                            let shown = arrow::util::display::array_value_to_string(batch.column(ci), row)
-                                .unwrap_or_default();
+                            let shown =
+                                arrow::util::display::array_value_to_string(batch.column(ci), row)
+                                    .unwrap_or_default();
                             return Err(TethysError::DataQuality(format!(
                                 "Insert has filtered data in strict mode: no partition for this tuple: {col}={shown}"
                             )));
@@ -143,7 +155,9 @@ impl OlapSink {
                             .schema
                             .index_of(c)
                             .map(|i| batch.column(i))
-                            .ok_or_else(|| TethysError::Internal(format!("bucket column {c} missing")))
+                            .ok_or_else(|| {
+                                TethysError::Internal(format!("bucket column {c} missing"))
+                            })
                     })
                     .collect::<Result<Vec<_>>>()?;
                 bucket_hashes(&cols, n)
@@ -159,7 +173,10 @@ impl OlapSink {
         };
         let mut groups: HashMap<(usize, usize), Vec<u32>> = HashMap::new();
         for row in 0..n {
-            groups.entry((part_idx[row], buckets[row])).or_default().push(row as u32);
+            groups
+                .entry((part_idx[row], buckets[row]))
+                .or_default()
+                .push(row as u32);
         }
         let mut out = vec![];
         for ((p, b), rows) in groups {
@@ -181,7 +198,13 @@ impl OlapSink {
         Ok(out)
     }
 
-    async fn send(&self, txn_id: i64, tablet_id: i64, backend_id: i64, batches: Vec<RecordBatch>) -> Result<()> {
+    async fn send(
+        &self,
+        txn_id: i64,
+        tablet_id: i64,
+        backend_id: i64,
+        batches: Vec<RecordBatch>,
+    ) -> Result<()> {
         let be = self
             .fe
             .catalog
@@ -189,12 +212,22 @@ impl OlapSink {
             .backends
             .get(&backend_id)
             .cloned()
-            .ok_or_else(|| TethysError::Internal(format!("backend {backend_id} is not registered")))?;
-        self.fe.pool.get(&be)?.write(txn_id, tablet_id, batches).await?;
+            .ok_or_else(|| {
+                TethysError::Internal(format!("backend {backend_id} is not registered"))
+            })?;
+        self.fe
+            .pool
+            .get(&be)?
+            .write(txn_id, tablet_id, batches)
+            .await?;
         Ok(())
     }
 
-    async fn load(&self, txn_id: i64, mut data: SendableRecordBatchStream) -> Result<(u64, BTreeSet<(i64, i64)>)> {
+    async fn load(
+        &self,
+        txn_id: i64,
+        mut data: SendableRecordBatchStream,
+    ) -> Result<(u64, BTreeSet<(i64, i64)>)> {
         let mut buf = Buffers {
             by_tablet: HashMap::new(),
             total: 0,
@@ -222,7 +255,8 @@ impl OlapSink {
                 if e.1 >= SEGMENT_FLUSH_ROWS {
                     let (batches, n) = std::mem::take(e);
                     buf.total -= n;
-                    self.send(txn_id, t.tablet_id, t.backend_id, batches).await?;
+                    self.send(txn_id, t.tablet_id, t.backend_id, batches)
+                        .await?;
                 }
             }
             while buf.total > MAX_BUFFERED_ROWS {
@@ -246,12 +280,15 @@ impl OlapSink {
 
 #[async_trait]
 impl DataSink for OlapSink {
-
     fn schema(&self) -> &SchemaRef {
         &self.schema
     }
 
-    async fn write_all(&self, data: SendableRecordBatchStream, _context: &Arc<TaskContext>) -> DfResult<u64> {
+    async fn write_all(
+        &self,
+        data: SendableRecordBatchStream,
+        _context: &Arc<TaskContext>,
+    ) -> DfResult<u64> {
         let txn = self
             .fe
             .txn
@@ -261,7 +298,11 @@ impl DataSink for OlapSink {
                 if rows == 0 {
                     Ok(0)
                 } else {
-                    self.fe.txn.commit_and_publish(txn.id, &touched).await.map(|_| rows)
+                    self.fe
+                        .txn
+                        .commit_and_publish(txn.id, &touched)
+                        .await
+                        .map(|_| rows)
                 }
             }
             Err(e) => Err(e),
@@ -271,11 +312,16 @@ impl DataSink for OlapSink {
                 if rows == 0 {
                     let _ = self.fe.txn.abort(txn.id, "no rows to insert").await;
                 }
-                *self.stmt.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(InsertOutcome {
-                    label: txn.label.clone(),
-                    txn_id: txn.id,
-                    status: if rows == 0 { "ABORTED".into() } else { "VISIBLE".into() },
-                });
+                *self.stmt.outcome.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(InsertOutcome {
+                        label: txn.label.clone(),
+                        txn_id: txn.id,
+                        status: if rows == 0 {
+                            "ABORTED".into()
+                        } else {
+                            "VISIBLE".into()
+                        },
+                    });
                 Ok(rows)
             }
             Err(e) => {

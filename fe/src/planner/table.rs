@@ -16,6 +16,7 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::pruning::PruningStatistics;
 use datafusion::common::{Column, DFSchema, ScalarValue};
 use datafusion::datasource::TableType;
+use datafusion::datasource::sink::DataSinkExec;
 use datafusion::error::Result as DfResult;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction};
@@ -25,10 +26,9 @@ use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::datasource::sink::DataSinkExec;
+use tethys_common::TethysError;
 use tethys_common::plan::OlapScanExec;
 use tethys_common::types::ColumnType;
-use tethys_common::TethysError;
 use tethys_proto::{OlapScanNodePb, TabletVersion};
 
 use super::StatementCtx;
@@ -50,7 +50,12 @@ pub struct OlapTable {
 }
 
 impl OlapTable {
-    pub fn new(fe: Arc<Frontend>, db: String, table: Table, stmt: Arc<StatementCtx>) -> DfResult<Self> {
+    pub fn new(
+        fe: Arc<Frontend>,
+        db: String,
+        table: Table,
+        stmt: Arc<StatementCtx>,
+    ) -> DfResult<Self> {
         let schema = table.schema.arrow_schema();
         let mut defaults = HashMap::new();
         for c in &table.schema.columns {
@@ -151,13 +156,19 @@ fn equalities(filters: &[Expr]) -> HashMap<String, ScalarValue> {
             }) = e
             {
                 let pair = match (left.as_ref(), right.as_ref()) {
-                    (Expr::Column(c), Expr::Literal(v, _)) | (Expr::Literal(v, _), Expr::Column(c)) => {
+                    (Expr::Column(c), Expr::Literal(v, _))
+                    | (Expr::Literal(v, _), Expr::Column(c)) => {
                         Some((c.name.to_lowercase(), v.clone()))
                     }
-                    (Expr::Column(c), Expr::Cast(cast)) | (Expr::Cast(cast), Expr::Column(c)) => match cast.expr.as_ref() {
-                        Expr::Literal(v, _) => v.cast_to(cast.field.data_type()).ok().map(|v| (c.name.to_lowercase(), v)),
-                        _ => None,
-                    },
+                    (Expr::Column(c), Expr::Cast(cast)) | (Expr::Cast(cast), Expr::Column(c)) => {
+                        match cast.expr.as_ref() {
+                            Expr::Literal(v, _) => v
+                                .cast_to(cast.field.data_type())
+                                .ok()
+                                .map(|v| (c.name.to_lowercase(), v)),
+                            _ => None,
+                        }
+                    }
                     _ => None,
                 };
                 if let Some((c, v)) = pair
@@ -173,11 +184,16 @@ fn equalities(filters: &[Expr]) -> HashMap<String, ScalarValue> {
 
 impl OlapTable {
     /// Partitions that can hold rows matching `predicate`.
-    fn prune_partitions(&self, predicate: Option<&Arc<dyn PhysicalExpr>>) -> DfResult<Vec<&Partition>> {
+    fn prune_partitions(
+        &self,
+        predicate: Option<&Arc<dyn PhysicalExpr>>,
+    ) -> DfResult<Vec<&Partition>> {
         let parts = &self.table.partitions;
-        let (Some(col), Some(ty), Some(pred)) =
-            (&self.table.partition_column, self.table.partition_column_type(), predicate)
-        else {
+        let (Some(col), Some(ty), Some(pred)) = (
+            &self.table.partition_column,
+            self.table.partition_column_type(),
+            predicate,
+        ) else {
             return Ok(parts.iter().collect());
         };
         let Some(pp) = PruningPredicateBuilder::new()
@@ -193,7 +209,12 @@ impl OlapTable {
             parts,
         };
         let keep = pp.prune(&stats)?;
-        Ok(parts.iter().zip(keep).filter(|(_, k)| *k).map(|(p, _)| p).collect())
+        Ok(parts
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|(p, _)| p)
+            .collect())
     }
 
     /// The single bucket every matching row hashes to, if the filters pin
@@ -219,7 +240,6 @@ impl OlapTable {
 
 #[async_trait]
 impl TableProvider for OlapTable {
-
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
@@ -232,7 +252,10 @@ impl TableProvider for OlapTable {
         self.defaults.get(&column.to_lowercase())
     }
 
-    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> DfResult<Vec<TableProviderFilterPushDown>> {
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
         Ok(filters
             .iter()
             .map(|f| {
@@ -254,7 +277,9 @@ impl TableProvider for OlapTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let full = self.schema.clone();
         let df_schema = DFSchema::try_from(full.as_ref().clone())?;
-        let wanted: Vec<usize> = projection.cloned().unwrap_or_else(|| (0..full.fields().len()).collect());
+        let wanted: Vec<usize> = projection
+            .cloned()
+            .unwrap_or_else(|| (0..full.fields().len()).collect());
         // Columns to read: the projection plus what the filters reference.
         let mut read: Vec<usize> = wanted.clone();
         for f in filters {
@@ -273,16 +298,20 @@ impl TableProvider for OlapTable {
         let parts = self.prune_partitions(full_pred.as_ref())?;
         let bucket = self.prune_bucket(filters);
         let state_cat = self.fe.catalog.read();
-        let mut by_backend: std::collections::BTreeMap<i64, Vec<TabletVersion>> = Default::default();
+        let mut by_backend: std::collections::BTreeMap<i64, Vec<TabletVersion>> =
+            Default::default();
         for p in &parts {
             for (bi, t) in p.tablets.iter().enumerate() {
                 if bucket.is_some_and(|b| b != bi) {
                     continue;
                 }
-                by_backend.entry(t.backend_id).or_default().push(TabletVersion {
-                    tablet_id: t.id,
-                    version: p.visible_version,
-                });
+                by_backend
+                    .entry(t.backend_id)
+                    .or_default()
+                    .push(TabletVersion {
+                        tablet_id: t.id,
+                        version: p.visible_version,
+                    });
             }
         }
         let selected_tablets: usize = by_backend.values().map(|v| v.len()).sum();
@@ -295,9 +324,13 @@ impl TableProvider for OlapTable {
         let target = state.config().target_partitions().max(1);
         let mut fragments = vec![];
         for (backend_id, tablets) in by_backend {
-            let be = state_cat.backends.get(&backend_id).cloned().ok_or_else(|| {
-                TethysError::Internal(format!("backend {backend_id} is not registered"))
-            })?;
+            let be = state_cat
+                .backends
+                .get(&backend_id)
+                .cloned()
+                .ok_or_else(|| {
+                    TethysError::Internal(format!("backend {backend_id} is not registered"))
+                })?;
             let node = OlapScanNodePb {
                 database: self.db.clone(),
                 table: self.table.name.clone(),
@@ -320,8 +353,9 @@ impl TableProvider for OlapTable {
                     .enumerate()
                     .map(|(i, _)| {
                         let name = full.field(wanted[i]).name().clone();
-                        let e: Arc<dyn PhysicalExpr> =
-                            Arc::new(datafusion::physical_expr::expressions::Column::new(&name, i));
+                        let e: Arc<dyn PhysicalExpr> = Arc::new(
+                            datafusion::physical_expr::expressions::Column::new(&name, i),
+                        );
                         (e, name)
                     })
                     .collect();
@@ -341,14 +375,18 @@ impl TableProvider for OlapTable {
             predicates: filters
                 .iter()
                 .map(|f| {
-                    datafusion::sql::unparser::Unparser::new(&datafusion::sql::unparser::dialect::MySqlDialect {})
-                        .expr_to_sql(f)
-                        .map(|e| e.to_string())
-                        .unwrap_or_else(|_| f.to_string())
+                    datafusion::sql::unparser::Unparser::new(
+                        &datafusion::sql::unparser::dialect::MySqlDialect {},
+                    )
+                    .expr_to_sql(f)
+                    .map(|e| e.to_string())
+                    .unwrap_or_else(|_| f.to_string())
                 })
                 .collect(),
             distribution: match &self.table.distribution {
-                Distribution::Hash { columns, .. } => format!("HASH_PARTITIONED: {}", columns.join(", ")),
+                Distribution::Hash { columns, .. } => {
+                    format!("HASH_PARTITIONED: {}", columns.join(", "))
+                }
                 Distribution::Random { .. } => "RANDOM".into(),
             },
         };
@@ -368,7 +406,9 @@ impl TableProvider for OlapTable {
         insert_op: InsertOp,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         if insert_op != InsertOp::Append {
-            return Err(TethysError::NotSupported("INSERT OVERWRITE is not supported yet".into()).into());
+            return Err(
+                TethysError::NotSupported("INSERT OVERWRITE is not supported yet".into()).into(),
+            );
         }
         let sink = OlapSink::new(
             self.fe.clone(),

@@ -4,7 +4,9 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
-use datafusion::sql::sqlparser::ast::{DataType, ExactNumberInfo, Expr, TimezoneInfo, visit_expressions_mut};
+use datafusion::sql::sqlparser::ast::{
+    DataType, ExactNumberInfo, Expr, TimezoneInfo, visit_expressions_mut,
+};
 use datafusion::sql::sqlparser::dialect::MySqlDialect;
 use tethys_common::{Result, TethysError};
 
@@ -40,7 +42,10 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
     let mut stmts = DFParser::parse_sql_with_dialect(sql, &MySqlDialect {})
         .map_err(|e| TethysError::Syntax(e.to_string()))?;
     if stmts.len() != 1 {
-        return Err(TethysError::Syntax(format!("expected one statement, found {}", stmts.len())));
+        return Err(TethysError::Syntax(format!(
+            "expected one statement, found {}",
+            stmts.len()
+        )));
     }
     let mut stmt = stmts
         .pop_front()
@@ -62,9 +67,11 @@ mod tests {
 
     #[test]
     fn doris_cast_types() {
-        let s = parse_for_datafusion("select cast('2026-01-01' as datetime), cast(1 as largeint), cast(2 as signed)")
-            .unwrap()
-            .to_string();
+        let s = parse_for_datafusion(
+            "select cast('2026-01-01' as datetime), cast(1 as largeint), cast(2 as signed)",
+        )
+        .unwrap()
+        .to_string();
         assert!(s.contains("AS TIMESTAMP"), "{s}");
         assert!(s.contains("DECIMAL(38,0)"), "{s}");
         assert!(s.contains("AS BIGINT"), "{s}");

@@ -86,36 +86,97 @@ pub enum Statement {
     /// A query (or other statement) for DataFusion's planner.
     Query(String),
     /// INSERT, with Doris-only clauses removed.
-    Insert { sql: String, label: Option<String> },
-    Explain { sql: String, verbose: bool },
-    CreateDatabase { name: String, if_not_exists: bool },
-    DropDatabase { name: String, if_exists: bool },
+    Insert {
+        sql: String,
+        label: Option<String>,
+    },
+    Explain {
+        sql: String,
+        verbose: bool,
+    },
+    CreateDatabase {
+        name: String,
+        if_not_exists: bool,
+    },
+    DropDatabase {
+        name: String,
+        if_exists: bool,
+    },
     CreateTable(Box<CreateTable>),
-    DropTable { db: Option<String>, name: String, if_exists: bool },
-    TruncateTable { db: Option<String>, name: String, partitions: Vec<String> },
-    AddPartition { db: Option<String>, table: String, partition: PartitionDef },
-    DropPartition { db: Option<String>, table: String, name: String, if_exists: bool },
+    DropTable {
+        db: Option<String>,
+        name: String,
+        if_exists: bool,
+    },
+    TruncateTable {
+        db: Option<String>,
+        name: String,
+        partitions: Vec<String>,
+    },
+    AddPartition {
+        db: Option<String>,
+        table: String,
+        partition: PartitionDef,
+    },
+    DropPartition {
+        db: Option<String>,
+        table: String,
+        name: String,
+        if_exists: bool,
+    },
     Use(String),
     Set(Vec<(SetScope, String, String)>),
     SetNames(String),
     ShowDatabases(ShowFilter),
-    ShowTables { db: Option<String>, full: bool, filter: ShowFilter },
-    ShowCreateTable { db: Option<String>, name: String },
+    ShowTables {
+        db: Option<String>,
+        full: bool,
+        filter: ShowFilter,
+    },
+    ShowCreateTable {
+        db: Option<String>,
+        name: String,
+    },
     ShowCreateDatabase(String),
-    Describe { db: Option<String>, name: String, all: bool },
-    ShowPartitions { db: Option<String>, table: String },
-    ShowTablets { db: Option<String>, table: String, partition: Option<String> },
-    ShowVariables { global: bool, filter: ShowFilter },
+    Describe {
+        db: Option<String>,
+        name: String,
+        all: bool,
+    },
+    ShowPartitions {
+        db: Option<String>,
+        table: String,
+    },
+    ShowTablets {
+        db: Option<String>,
+        table: String,
+        partition: Option<String>,
+    },
+    ShowVariables {
+        global: bool,
+        filter: ShowFilter,
+    },
     ShowProcessList,
     ShowBackends,
     ShowFrontends,
-    ShowTransaction { db: Option<String>, where_sql: Option<String> },
-    ShowEmpty { columns: Vec<&'static str> },
+    ShowTransaction {
+        db: Option<String>,
+        where_sql: Option<String>,
+    },
+    ShowEmpty {
+        columns: Vec<&'static str>,
+    },
     ShowCharset,
     ShowCollation,
     ShowEngines,
-    ShowTableStatus { db: Option<String>, filter: ShowFilter },
-    Kill { connection: bool, id: u64 },
+    ShowTableStatus {
+        db: Option<String>,
+        filter: ShowFilter,
+    },
+    Kill {
+        connection: bool,
+        id: u64,
+    },
     Begin,
     Commit,
     Rollback,
@@ -270,7 +331,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
         "select" | "with" | "values" | "table" => Ok(Statement::Query(trimmed.to_string())),
         "insert" => parse_insert(trimmed),
         "explain" => {
-            t.next();
+            t.advance();
             let verbose = t.eat_kw("verbose");
             if t.eat_kw("analyze") {
                 return Err(TethysError::NotSupported(
@@ -286,7 +347,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
         "create" => parse_create(&mut t),
         "drop" => parse_drop(&mut t),
         "truncate" => {
-            t.next();
+            t.advance();
             t.eat_kw("table");
             let (db, name) = t.object_name()?;
             let mut partitions = vec![];
@@ -298,11 +359,15 @@ pub fn parse(sql: &str) -> Result<Statement> {
                 }
             }
             t.finish()?;
-            Ok(Statement::TruncateTable { db, name, partitions })
+            Ok(Statement::TruncateTable {
+                db,
+                name,
+                partitions,
+            })
         }
         "alter" => parse_alter(&mut t),
         "use" => {
-            t.next();
+            t.advance();
             let db = t.ident()?;
             t.finish()?;
             Ok(Statement::Use(db))
@@ -310,7 +375,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
         "set" => parse_set(&mut t),
         "show" => parse_show(&mut t, trimmed),
         "desc" | "describe" => {
-            t.next();
+            t.advance();
             if t.peek_kws(&["select"]) || t.peek_kws(&["with"]) {
                 return Ok(Statement::Explain {
                     sql: rest_after_words(trimmed, 1).to_string(),
@@ -323,7 +388,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
             Ok(Statement::Describe { db, name, all })
         }
         "kill" => {
-            t.next();
+            t.advance();
             let connection = if t.eat_kw("query") {
                 false
             } else {
@@ -336,7 +401,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
         }
         "begin" => Ok(Statement::Begin),
         "start" => {
-            t.next();
+            t.advance();
             t.expect_kw("transaction")?;
             Ok(Statement::Begin)
         }
@@ -365,9 +430,11 @@ fn rest_after_words(sql: &str, n: usize) -> &str {
 fn parse_insert(sql: &str) -> Result<Statement> {
     // INSERT INTO t [PARTITION (p, ...)] [WITH LABEL l] [(cols)] VALUES|SELECT ...
     let mut t = Tokens::new(sql)?;
-    t.next();
+    t.advance();
     if t.peek_kws(&["overwrite"]) {
-        return Err(TethysError::NotSupported("INSERT OVERWRITE is not supported yet".into()));
+        return Err(TethysError::NotSupported(
+            "INSERT OVERWRITE is not supported yet".into(),
+        ));
     }
     if !t.eat_kw("into") {
         return Err(t.unexpected("INTO"));
@@ -402,7 +469,7 @@ fn parse_insert(sql: &str) -> Result<Statement> {
 }
 
 fn parse_create(t: &mut Tokens) -> Result<Statement> {
-    t.next();
+    t.advance();
     if t.eat_kw("database") || t.eat_kw("schema") {
         let if_not_exists = t.eat_kws(&["if", "not", "exists"]);
         let name = t.ident()?;
@@ -410,7 +477,10 @@ fn parse_create(t: &mut Tokens) -> Result<Statement> {
             t.properties()?;
         }
         t.finish()?;
-        return Ok(Statement::CreateDatabase { name, if_not_exists });
+        return Ok(Statement::CreateDatabase {
+            name,
+            if_not_exists,
+        });
     }
     t.eat_kw("external");
     if !t.eat_kw("table") {
@@ -429,7 +499,9 @@ fn parse_create(t: &mut Tokens) -> Result<Statement> {
     let mut columns = vec![];
     loop {
         if t.peek_kws(&["index"]) {
-            return Err(TethysError::NotSupported("INDEX clauses are not supported yet".into()));
+            return Err(TethysError::NotSupported(
+                "INDEX clauses are not supported yet".into(),
+            ));
         }
         columns.push(parse_column(t)?);
         if !t.eat(&Token::Comma) {
@@ -458,21 +530,29 @@ fn parse_create(t: &mut Tokens) -> Result<Statement> {
             t.expect(&Token::Eq)?;
             let e = t.ident()?;
             if !e.eq_ignore_ascii_case("olap") {
-                return Err(TethysError::NotSupported(format!("ENGINE = {e} is not supported; use OLAP")));
+                return Err(TethysError::NotSupported(format!(
+                    "ENGINE = {e} is not supported; use OLAP"
+                )));
             }
-        } else if t.peek_kws(&["duplicate", "key"]) || t.peek_kws(&["aggregate", "key"]) || t.peek_kws(&["unique", "key"])
+        } else if t.peek_kws(&["duplicate", "key"])
+            || t.peek_kws(&["aggregate", "key"])
+            || t.peek_kws(&["unique", "key"])
         {
             let kind = t.ident()?.to_ascii_uppercase();
-            t.next();
+            t.advance();
             ct.keys_type = Some(kind);
             ct.key_columns = t.ident_list()?;
         } else if t.eat_kw("comment") {
             ct.comment = Some(t.string()?);
         } else if t.peek_kws(&["auto", "partition"]) {
-            return Err(TethysError::NotSupported("AUTO PARTITION is not supported yet".into()));
+            return Err(TethysError::NotSupported(
+                "AUTO PARTITION is not supported yet".into(),
+            ));
         } else if t.eat_kws(&["partition", "by"]) {
             if t.eat_kw("list") {
-                return Err(TethysError::NotSupported("PARTITION BY LIST is not supported yet".into()));
+                return Err(TethysError::NotSupported(
+                    "PARTITION BY LIST is not supported yet".into(),
+                ));
             }
             t.expect_kw("range")?;
             ct.partition_column = Some(t.ident_list()?);
@@ -481,7 +561,8 @@ fn parse_create(t: &mut Tokens) -> Result<Statement> {
                 loop {
                     if t.peek_kws(&["from"]) {
                         return Err(TethysError::NotSupported(
-                            "batch partitions (FROM ... TO ... INTERVAL) are not supported yet".into(),
+                            "batch partitions (FROM ... TO ... INTERVAL) are not supported yet"
+                                .into(),
                         ));
                     }
                     t.expect_kw("partition")?;
@@ -497,9 +578,13 @@ fn parse_create(t: &mut Tokens) -> Result<Statement> {
         } else if t.eat_kw("properties") {
             ct.properties = t.properties()?;
         } else if t.peek_kws(&["rollup"]) {
-            return Err(TethysError::NotSupported("ROLLUP is not supported yet".into()));
+            return Err(TethysError::NotSupported(
+                "ROLLUP is not supported yet".into(),
+            ));
         } else {
-            return Err(t.unexpected("a table clause (ENGINE, KEY, PARTITION BY, DISTRIBUTED BY, PROPERTIES)"));
+            return Err(t.unexpected(
+                "a table clause (ENGINE, KEY, PARTITION BY, DISTRIBUTED BY, PROPERTIES)",
+            ));
         }
     }
     Ok(Statement::CreateTable(Box::new(ct)))
@@ -519,14 +604,19 @@ fn parse_distribution(t: &mut Tokens) -> Result<DistributionDef> {
         } else {
             let n = t.number()?;
             if n == 0 || n > 65535 {
-                return Err(TethysError::Analysis("BUCKETS must be between 1 and 65535".into()));
+                return Err(TethysError::Analysis(
+                    "BUCKETS must be between 1 and 65535".into(),
+                ));
             }
             Some(n as u32)
         }
     } else {
         None
     };
-    Ok(DistributionDef { hash_columns, buckets })
+    Ok(DistributionDef {
+        hash_columns,
+        buckets,
+    })
 }
 
 fn parse_partition_value_tuple(t: &mut Tokens) -> Result<Option<String>> {
@@ -540,11 +630,11 @@ fn parse_partition_value_tuple(t: &mut Tokens) -> Result<Option<String>> {
         let s = match t.peek() {
             Some(Token::Number(n, _)) => {
                 let n = n.clone();
-                t.next();
+                t.advance();
                 n
             }
             Some(Token::Minus) => {
-                t.next();
+                t.advance();
                 format!("-{}", t.number()?)
             }
             _ => t.string()?,
@@ -580,7 +670,9 @@ fn parse_partition_def(t: &mut Tokens) -> Result<PartitionDef> {
             }
         }
     } else if t.peek_kws(&["in"]) {
-        return Err(TethysError::NotSupported("LIST partitions are not supported yet".into()));
+        return Err(TethysError::NotSupported(
+            "LIST partitions are not supported yet".into(),
+        ));
     } else {
         return Err(t.unexpected("LESS THAN or ["));
     };
@@ -629,7 +721,7 @@ fn parse_column(t: &mut Tokens) -> Result<ColumnDef> {
         } else if t.eat_kw("null") {
             c.nullable = Some(true);
         } else if t.eat_kw("default") {
-            c.default = match t.next() {
+            c.default = match t.advance() {
                 Some(Token::SingleQuotedString(s)) | Some(Token::DoubleQuotedString(s)) => Some(s),
                 Some(Token::Number(n, _)) => Some(n),
                 Some(Token::Minus) => Some(format!("-{}", t.number()?)),
@@ -640,7 +732,7 @@ fn parse_column(t: &mut Tokens) -> Result<ColumnDef> {
                 {
                     if t.eat(&Token::LParen) {
                         while !t.eat(&Token::RParen) {
-                            if t.next().is_none() {
+                            if t.advance().is_none() {
                                 return Err(t.unexpected("')'"));
                             }
                         }
@@ -652,12 +744,22 @@ fn parse_column(t: &mut Tokens) -> Result<ColumnDef> {
         } else if t.eat_kw("comment") {
             c.comment = t.string()?;
         } else if t.eat_kw("auto_increment") {
-            return Err(TethysError::NotSupported("AUTO_INCREMENT columns are not supported yet".into()));
-        } else if let Some(agg) = ["sum", "max", "min", "replace", "replace_if_not_null", "hll_union", "bitmap_union"]
-            .iter()
-            .find(|a| t.peek_kws(&[a]))
+            return Err(TethysError::NotSupported(
+                "AUTO_INCREMENT columns are not supported yet".into(),
+            ));
+        } else if let Some(agg) = [
+            "sum",
+            "max",
+            "min",
+            "replace",
+            "replace_if_not_null",
+            "hll_union",
+            "bitmap_union",
+        ]
+        .iter()
+        .find(|a| t.peek_kws(&[a]))
         {
-            t.next();
+            t.advance();
             c.aggregation = Some(agg.to_ascii_uppercase());
         } else {
             break;
@@ -667,7 +769,7 @@ fn parse_column(t: &mut Tokens) -> Result<ColumnDef> {
 }
 
 fn parse_drop(t: &mut Tokens) -> Result<Statement> {
-    t.next();
+    t.advance();
     if t.eat_kw("database") || t.eat_kw("schema") {
         let if_exists = t.eat_kws(&["if", "exists"]);
         let name = t.ident()?;
@@ -680,13 +782,19 @@ fn parse_drop(t: &mut Tokens) -> Result<Statement> {
         let (db, name) = t.object_name()?;
         t.eat_kw("force");
         t.finish()?;
-        return Ok(Statement::DropTable { db, name, if_exists });
+        return Ok(Statement::DropTable {
+            db,
+            name,
+            if_exists,
+        });
     }
-    Err(TethysError::NotSupported("only DROP DATABASE and DROP TABLE are supported yet".into()))
+    Err(TethysError::NotSupported(
+        "only DROP DATABASE and DROP TABLE are supported yet".into(),
+    ))
 }
 
 fn parse_alter(t: &mut Tokens) -> Result<Statement> {
-    t.next();
+    t.advance();
     t.expect_kw("table")?;
     let (db, table) = t.object_name()?;
     if t.eat_kws(&["add", "partition"]) {
@@ -699,7 +807,11 @@ fn parse_alter(t: &mut Tokens) -> Result<Statement> {
             p.buckets = d.buckets;
         }
         t.finish()?;
-        return Ok(Statement::AddPartition { db, table, partition: p });
+        return Ok(Statement::AddPartition {
+            db,
+            table,
+            partition: p,
+        });
     }
     if t.eat_kws(&["drop", "partition"]) {
         let if_exists = t.eat_kws(&["if", "exists"]);
@@ -720,7 +832,7 @@ fn parse_alter(t: &mut Tokens) -> Result<Statement> {
 
 fn set_value(t: &mut Tokens) -> Result<String> {
     let neg = t.eat(&Token::Minus);
-    let v = match t.next() {
+    let v = match t.advance() {
         Some(Token::SingleQuotedString(s)) | Some(Token::DoubleQuotedString(s)) => s,
         Some(Token::Number(n, _)) => n,
         Some(Token::Word(w)) => w.value,
@@ -730,15 +842,15 @@ fn set_value(t: &mut Tokens) -> Result<String> {
 }
 
 fn parse_set(t: &mut Tokens) -> Result<Statement> {
-    t.next();
+    t.advance();
     if t.eat_kw("names") {
-        let cs = match t.next() {
+        let cs = match t.advance() {
             Some(Token::Word(w)) => w.value,
             Some(Token::SingleQuotedString(s)) | Some(Token::DoubleQuotedString(s)) => s,
             _ => return Err(t.unexpected("a character set name")),
         };
         if t.eat_kw("collate") {
-            t.next();
+            t.advance();
         }
         return Ok(Statement::SetNames(cs));
     }
@@ -746,11 +858,16 @@ fn parse_set(t: &mut Tokens) -> Result<Statement> {
         let cs = set_value(t)?;
         return Ok(Statement::SetNames(cs));
     }
-    if t.peek_kws(&["transaction"]) || t.peek_kws(&["session", "transaction"]) || t.peek_kws(&["global", "transaction"]) {
+    if t.peek_kws(&["transaction"])
+        || t.peek_kws(&["session", "transaction"])
+        || t.peek_kws(&["global", "transaction"])
+    {
         return Ok(Statement::Set(vec![]));
     }
     if t.peek_kws(&["password"]) {
-        return Err(TethysError::NotSupported("SET PASSWORD is not supported yet".into()));
+        return Err(TethysError::NotSupported(
+            "SET PASSWORD is not supported yet".into(),
+        ));
     }
     let mut out = vec![];
     loop {
@@ -764,7 +881,7 @@ fn parse_set(t: &mut Tokens) -> Result<Statement> {
         let name = match t.peek() {
             Some(Token::Word(w)) if w.value.starts_with("@@") => {
                 let w = w.value.clone();
-                t.next();
+                t.advance();
                 let w = w.trim_start_matches("@@").to_string();
                 let lw = w.to_ascii_lowercase();
                 if lw == "global" || lw == "session" || lw == "local" {
@@ -784,7 +901,7 @@ fn parse_set(t: &mut Tokens) -> Result<Statement> {
             }
             Some(Token::Word(w)) if w.value.starts_with('@') => {
                 let w = w.value.trim_start_matches('@').to_string();
-                t.next();
+                t.advance();
                 scope = SetScope::User;
                 w
             }
@@ -804,7 +921,7 @@ fn parse_set(t: &mut Tokens) -> Result<Statement> {
 }
 
 fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
-    t.next();
+    t.advance();
     let full = t.eat_kw("full");
     if t.eat_kw("databases") || t.eat_kw("schemas") {
         return Ok(Statement::ShowDatabases(show_filter(t, sql)?));
@@ -850,7 +967,11 @@ fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         if t.eat_kw("from") || t.eat_kw("in") {
             db = Some(t.ident()?);
         }
-        return Ok(Statement::Describe { db, name, all: false });
+        return Ok(Statement::Describe {
+            db,
+            name,
+            all: false,
+        });
     }
     if t.eat_kw("partitions") {
         t.expect_kw("from")?;
@@ -869,7 +990,11 @@ fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
             None
         };
         t.finish()?;
-        return Ok(Statement::ShowTablets { db, table, partition });
+        return Ok(Statement::ShowTablets {
+            db,
+            table,
+            partition,
+        });
     }
     let global = t.eat_kw("global");
     t.eat_kw("session");
@@ -993,17 +1118,27 @@ PROPERTIES ("replication_num" = "1");"#;
              distributed by random buckets auto",
         )
         .unwrap();
-        let Statement::CreateTable(ct) = s else { panic!() };
+        let Statement::CreateTable(ct) = s else {
+            panic!()
+        };
         assert_eq!(ct.partitions[1].values, PartitionValues::LessThan(None));
         assert!(ct.distribution.unwrap().buckets.is_none());
-        assert!(matches!(parse("create table t (k int) engine = mysql"), Err(TethysError::NotSupported(_))));
-        assert!(matches!(parse("create table t (k int"), Err(TethysError::Syntax(_))));
+        assert!(matches!(
+            parse("create table t (k int) engine = mysql"),
+            Err(TethysError::NotSupported(_))
+        ));
+        assert!(matches!(
+            parse("create table t (k int"),
+            Err(TethysError::Syntax(_))
+        ));
         assert!(matches!(parse("selec 1"), Err(TethysError::Syntax(_))));
     }
 
     #[test]
     fn insert_with_label() {
-        let Statement::Insert { sql, label } = parse("INSERT INTO t WITH LABEL my_l (a) VALUES (1)").unwrap() else {
+        let Statement::Insert { sql, label } =
+            parse("INSERT INTO t WITH LABEL my_l (a) VALUES (1)").unwrap()
+        else {
             panic!()
         };
         assert_eq!(label.as_deref(), Some("my_l"));
@@ -1019,7 +1154,10 @@ PROPERTIES ("replication_num" = "1");"#;
                 (SetScope::Session, "time_zone".into(), "+08:00".into())
             ])
         );
-        assert_eq!(parse("SET NAMES utf8mb4").unwrap(), Statement::SetNames("utf8mb4".into()));
+        assert_eq!(
+            parse("SET NAMES utf8mb4").unwrap(),
+            Statement::SetNames("utf8mb4".into())
+        );
         assert!(matches!(
             parse("set global query_timeout = 10").unwrap(),
             Statement::Set(v) if v[0].0 == SetScope::Global
@@ -1037,10 +1175,14 @@ PROPERTIES ("replication_num" = "1");"#;
     #[test]
     fn show_where() {
         let Statement::ShowVariables { filter, .. } =
-            parse("SHOW VARIABLES WHERE Variable_name = 'language' OR Variable_name = 'x'").unwrap()
+            parse("SHOW VARIABLES WHERE Variable_name = 'language' OR Variable_name = 'x'")
+                .unwrap()
         else {
             panic!()
         };
-        assert_eq!(filter.where_sql.unwrap(), "Variable_name = 'language' OR Variable_name = 'x'");
+        assert_eq!(
+            filter.where_sql.unwrap(),
+            "Variable_name = 'language' OR Variable_name = 'x'"
+        );
     }
 }

@@ -33,7 +33,7 @@ impl Tokens {
         self.toks.get(self.pos + k)
     }
 
-    pub fn next(&mut self) -> Option<Token> {
+    pub fn advance(&mut self) -> Option<Token> {
         let t = self.toks.get(self.pos).cloned();
         if t.is_some() {
             self.pos += 1;
