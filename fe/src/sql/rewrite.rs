@@ -4,8 +4,11 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
+use std::collections::HashSet;
+
 use datafusion::sql::sqlparser::ast::{
-    DataType, ExactNumberInfo, Expr, TimezoneInfo, visit_expressions_mut,
+    DataType, ExactNumberInfo, Expr, Ident, SelectItem, SetExpr, Statement, TimezoneInfo,
+    visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::MySqlDialect;
 use tethys_common::{Result, TethysError};
@@ -37,6 +40,37 @@ fn fix_type(t: &mut DataType) {
     }
 }
 
+/// Names unaliased result columns of the outermost SELECT by their SQL text,
+/// as MySQL does (`SELECT 7 / 2` has a column named `7 / 2`).
+fn name_columns_like_mysql(stmt: &mut Statement) {
+    let Statement::Query(q) = stmt else { return };
+    let SetExpr::Select(sel) = q.body.as_mut() else {
+        return;
+    };
+    let mut seen = HashSet::new();
+    for item in &sel.projection {
+        if let SelectItem::ExprWithAlias { alias, .. } = item {
+            seen.insert(alias.value.to_ascii_lowercase());
+        }
+    }
+    for item in sel.projection.iter_mut() {
+        let SelectItem::UnnamedExpr(e) = item else {
+            continue;
+        };
+        if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+            continue;
+        }
+        let text = e.to_string();
+        if text.len() > 256 || !seen.insert(text.to_ascii_lowercase()) {
+            continue;
+        }
+        *item = SelectItem::ExprWithAlias {
+            expr: e.clone(),
+            alias: Ident::with_quote('`', text),
+        };
+    }
+}
+
 /// Parses a query or INSERT for DataFusion, with Doris type names mapped.
 pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
     let mut stmts = DFParser::parse_sql_with_dialect(sql, &MySqlDialect {})
@@ -51,6 +85,7 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
         .pop_front()
         .ok_or_else(|| TethysError::Syntax("empty statement".into()))?;
     if let DFStatement::Statement(s) = &mut stmt {
+        name_columns_like_mysql(s.as_mut());
         let _ = visit_expressions_mut(s.as_mut(), |e| {
             if let Expr::Cast { data_type, .. } = e {
                 fix_type(data_type);
