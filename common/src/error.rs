@@ -207,7 +207,9 @@ fn from_datafusion(e: datafusion::error::DataFusionError) -> TethysError {
             D::ArrowError(a, _) => TethysError::Execution(a.to_string()),
             D::Plan(m) => TethysError::Analysis(m),
             D::SchemaError(s, _) => TethysError::UnknownColumn(s.to_string()),
-            D::ResourcesExhausted(m) => TethysError::Execution(format!("resources exhausted: {m}")),
+            D::ResourcesExhausted(m) => TethysError::Execution(format!(
+                "[MEM_LIMIT_EXCEEDED] the statement needs more memory than exec_mem_limit allows: {m}"
+            )),
             other => {
                 let m = other.to_string();
                 if m.contains("Query was cancelled") {

@@ -650,6 +650,7 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
         batch_size: session.vars.batch_size(),
         time_zone: session.vars.time_zone(),
         strict: true,
+        mem_limit: session.vars.exec_mem_limit(),
         outcome: Mutex::new(None),
     }
 }

@@ -241,6 +241,15 @@ impl Variables {
         }
     }
 
+    /// Bytes one statement may use on each node (0 or less: unbounded).
+    pub fn exec_mem_limit(&self) -> usize {
+        self.get("exec_mem_limit")
+            .and_then(|v| v.parse::<i64>().ok())
+            .filter(|v| *v > 0)
+            .map(|v| v as usize)
+            .unwrap_or(usize::MAX)
+    }
+
     pub fn time_zone(&self) -> String {
         self.get("time_zone").unwrap_or_else(|| "UTC".into())
     }

@@ -48,7 +48,14 @@ impl FragmentExecutor {
         if !req.time_zone.is_empty() {
             cfg.options_mut().execution.time_zone = Some(req.time_zone.clone());
         }
-        let task = Arc::new(TaskContext::from(&state).with_session_config(cfg));
+        let mut task = TaskContext::from(&state).with_session_config(cfg);
+        if req.mem_limit > 0 {
+            let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+                .with_memory_limit(req.mem_limit as usize, 1.0)
+                .build_arc()?;
+            task = task.with_runtime(runtime);
+        }
+        let task = Arc::new(task);
         let plan = physical_plan_from_bytes_with_extension_codec(&req.plan, &task, &TethysCodec)
             .map_err(|e| {
                 TethysError::Internal(format!(

@@ -47,6 +47,8 @@ pub struct StatementCtx {
     pub batch_size: usize,
     pub time_zone: String,
     pub strict: bool,
+    /// The session's exec_mem_limit, per fragment and for the FE part of the plan.
+    pub mem_limit: usize,
     pub outcome: Mutex<Option<InsertOutcome>>,
 }
 
@@ -74,8 +76,13 @@ pub fn statement_context(
     // MySQL reads numeric literals with a point (and integers too large for
     // BIGINT) as exact DECIMAL values, not floats.
     config.options_mut().sql_parser.parse_float_as_decimal = true;
+    let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+        .with_memory_limit(vars.exec_mem_limit(), 1.0)
+        .build_arc()
+        .map_err(TethysError::from)?;
     let mut builder = SessionStateBuilder::new()
         .with_config(config)
+        .with_runtime_env(runtime)
         .with_default_features()
         .with_physical_optimizer_rule(Arc::new(PushPartialAggToBackend));
     // Tethys' planner goes first so MySQL semantics win over the defaults.

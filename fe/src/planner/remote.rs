@@ -180,6 +180,7 @@ impl ExecutionPlan for BeFragmentExec {
             partition: k as u32,
             batch_size: self.stmt.batch_size as u32,
             time_zone: super::tz_offset_name(&self.stmt.time_zone),
+            mem_limit: self.stmt.mem_limit as u64,
         };
         let client = self.fe.pool.get(&be)?;
         let stream = futures::stream::once(async move {
