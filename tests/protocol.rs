@@ -229,3 +229,61 @@ async fn shell_runs_statements_from_e_and_stdin() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "count(*)\n3\n");
     assert!(String::from_utf8_lossy(&out.stderr).contains("1146"));
 }
+
+fn pending_txn_files(dir: &std::path::Path) -> usize {
+    let Ok(tablets) = std::fs::read_dir(dir.join("be/data")) else {
+        return 0;
+    };
+    tablets
+        .flatten()
+        .filter_map(|t| std::fs::read_dir(t.path()).ok())
+        .flat_map(|files| files.flatten())
+        .filter(|f| f.file_name().to_string_lossy().starts_with("txn_"))
+        .count()
+}
+
+#[tokio::test]
+async fn crash_during_insert_leaves_nothing_behind() {
+    let mut server = TethysServer::start(&binary()).await.expect("start");
+    let c = setup(&server).await;
+    drop(c);
+    let opts = server.opts().db_name(Some("p"));
+    let load = tokio::spawn(async move {
+        let mut c = Conn::new(opts).await.expect("connect");
+        c.query_drop("INSERT INTO t (k, name) SELECT value, 'x' FROM range(500000000)")
+            .await
+    });
+    // Wait until the load has written pending segments on the backend, then kill -9.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pending_txn_files(server.data_dir()) == 0 {
+        assert!(Instant::now() < deadline, "the load never wrote a segment");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.crash_and_restart().await.expect("restart");
+    assert!(
+        load.await.expect("join").is_err(),
+        "the client sees the load fail"
+    );
+    let mut c = Conn::new(server.opts().db_name(Some("p")))
+        .await
+        .expect("reconnect");
+    let n: Option<i64> = c
+        .query_first("SELECT count(*) FROM t")
+        .await
+        .expect("count");
+    assert_eq!(n, Some(3), "none of the interrupted load is visible");
+    assert_eq!(
+        pending_txn_files(server.data_dir()),
+        0,
+        "its pending rowsets were discarded"
+    );
+    // The same table still loads.
+    c.query_drop("INSERT INTO t (k) VALUES (100)")
+        .await
+        .expect("insert after crash");
+    let n: Option<i64> = c
+        .query_first("SELECT count(*) FROM t")
+        .await
+        .expect("count");
+    assert_eq!(n, Some(4));
+}
