@@ -287,3 +287,80 @@ async fn crash_during_insert_leaves_nothing_behind() {
         .expect("count");
     assert_eq!(n, Some(4));
 }
+
+#[tokio::test]
+async fn orders_tablets_and_show_create_roundtrip() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    c.query_drop("CREATE DATABASE demo").await.expect("db");
+    c.query_drop("USE demo").await.expect("use");
+    c.query_drop(
+        r#"CREATE TABLE orders (
+ created_at DATETIME NOT NULL,
+ region VARCHAR(32),
+ category VARCHAR(32),
+ order_id BIGINT NOT NULL,
+ user_id BIGINT,
+ amount DECIMAL(10, 2),
+ status VARCHAR(16)
+) ENGINE = OLAP
+DUPLICATE KEY(created_at, region, category)
+PARTITION BY RANGE(created_at) (
+ PARTITION p202607 VALUES [("2026-07-01"), ("2026-08-01")),
+ PARTITION p202608 VALUES [("2026-08-01"), ("2026-09-01")),
+ PARTITION p202609 VALUES [("2026-09-01"), ("2026-10-01"))
+)
+DISTRIBUTED BY HASH(order_id) BUCKETS 10
+PROPERTIES ("replication_num" = "1")"#,
+    )
+    .await
+    .expect("create");
+    c.query_drop(
+        "INSERT INTO orders SELECT to_timestamp_seconds(1782864000 + value * 2580), 'r', 'c', value, value, 1.00, 'new' FROM range(3000)",
+    )
+    .await
+    .expect("insert");
+    // SHOW TABLETS: 3 partitions x 10 buckets, every tablet at version 2, all rows accounted for.
+    let tablets: Vec<Row> = c
+        .query("SHOW TABLETS FROM orders")
+        .await
+        .expect("show tablets");
+    assert_eq!(tablets.len(), 30);
+    let mut rows = 0i64;
+    for t in &tablets {
+        let version: String = t.get("Version").expect("Version");
+        assert_eq!(version, "2");
+        let n: String = t.get("RowCount").expect("RowCount");
+        rows += n.parse::<i64>().expect("number");
+        let state: String = t.get("State").expect("State");
+        assert_eq!(state, "NORMAL");
+    }
+    assert_eq!(rows, 3000);
+    let one: Vec<Row> = c
+        .query("SHOW TABLETS FROM orders PARTITION p202608")
+        .await
+        .expect("one partition");
+    assert_eq!(one.len(), 10);
+    // Every bucket got rows: the hash spreads order ids.
+    assert!(
+        one.iter()
+            .all(|t| t.get::<String, _>("RowCount").is_some_and(|n| n != "0"))
+    );
+    // SHOW CREATE TABLE re-parses to the same table.
+    let (_, ddl): (String, String) = c
+        .query_first("SHOW CREATE TABLE orders")
+        .await
+        .expect("show create")
+        .expect("a row");
+    c.query_drop("CREATE DATABASE again").await.expect("db2");
+    c.query_drop("USE again").await.expect("use2");
+    c.query_drop(ddl.as_str())
+        .await
+        .expect("re-create from SHOW CREATE TABLE");
+    let (_, ddl2): (String, String) = c
+        .query_first("SHOW CREATE TABLE orders")
+        .await
+        .expect("show create 2")
+        .expect("a row");
+    assert_eq!(ddl, ddl2);
+}

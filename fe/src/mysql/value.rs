@@ -107,7 +107,12 @@ pub fn column_def(field: &Field) -> ColumnDef {
     ColumnDef {
         schema: String::new(),
         table: String::new(),
-        name: field.name().clone(),
+        name: field
+            .name()
+            .split(crate::sql::rewrite::DUPLICATE_NAME_MARK)
+            .next()
+            .unwrap_or_default()
+            .to_string(),
         charset,
         length: len,
         column_type: ty,

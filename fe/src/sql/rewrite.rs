@@ -40,33 +40,58 @@ fn fix_type(t: &mut DataType) {
     }
 }
 
-/// Names unaliased result columns of the outermost SELECT by their SQL text,
-/// as MySQL does (`SELECT 7 / 2` has a column named `7 / 2`).
+/// Marks a de-duplicated result column name; the MySQL layer shows only the
+/// part before it, so `SELECT a, a` returns two columns named `a`.
+pub const DUPLICATE_NAME_MARK: char = '\u{1}';
+
+/// Names result columns of the outermost SELECT the way MySQL does: an
+/// unaliased expression is named by its SQL text (`SELECT 7 / 2` has a column
+/// `7 / 2`), and repeated names are allowed.
 fn name_columns_like_mysql(stmt: &mut Statement) {
-    let Statement::Query(q) = stmt else { return };
-    let SetExpr::Select(sel) = q.body.as_mut() else {
+    let query = match stmt {
+        Statement::Query(q) => q,
+        Statement::Insert(ins) => match ins.source.as_mut() {
+            Some(q) => q,
+            None => return,
+        },
+        _ => return,
+    };
+    let SetExpr::Select(sel) = query.body.as_mut() else {
         return;
     };
-    let mut seen = HashSet::new();
-    for item in &sel.projection {
-        if let SelectItem::ExprWithAlias { alias, .. } = item {
-            seen.insert(alias.value.to_ascii_lowercase());
-        }
-    }
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut dup = 0usize;
     for item in sel.projection.iter_mut() {
-        let SelectItem::UnnamedExpr(e) = item else {
-            continue;
+        let (expr, name, aliased) = match item {
+            SelectItem::UnnamedExpr(e) => {
+                let name = match &*e {
+                    Expr::Identifier(i) => i.value.clone(),
+                    Expr::CompoundIdentifier(parts) => {
+                        parts.last().map(|i| i.value.clone()).unwrap_or_default()
+                    }
+                    other => other.to_string(),
+                };
+                (e.clone(), name, false)
+            }
+            SelectItem::ExprWithAlias { expr, alias } => (expr.clone(), alias.value.clone(), true),
+            _ => continue,
         };
-        if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+        if name.len() > 256 {
             continue;
         }
-        let text = e.to_string();
-        if text.len() > 256 || !seen.insert(text.to_ascii_lowercase()) {
-            continue;
-        }
+        let plain = matches!(expr, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+        let alias = if seen.insert(name.to_ascii_lowercase()) {
+            if aliased || plain {
+                continue;
+            }
+            name
+        } else {
+            dup += 1;
+            format!("{name}{DUPLICATE_NAME_MARK}{dup}")
+        };
         *item = SelectItem::ExprWithAlias {
-            expr: e.clone(),
-            alias: Ident::with_quote('`', text),
+            expr,
+            alias: Ident::with_quote('`', alias),
         };
     }
 }
