@@ -542,17 +542,15 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         ),
         Statement::ShowTransaction { db, where_sql } => {
             let db = ddl::resolve_db(&sdb, &db)?;
-            let Some(w) = where_sql else {
-                return Err(TethysError::Analysis(
-                    "SHOW TRANSACTION needs WHERE id = n or WHERE label = 'x'".into(),
-                ));
-            };
+            let (by_id, by_label) = parse_txn_filter(where_sql.as_deref())?;
             let rows: Vec<Vec<String>> = fe
                 .catalog
                 .read()
                 .txns
                 .values()
                 .filter(|t| t.db.eq_ignore_ascii_case(&db))
+                .filter(|t| by_id.is_none_or(|id| t.id == id))
+                .filter(|t| by_label.as_ref().is_none_or(|l| &t.label == l))
                 .map(|t| {
                     vec![
                         t.id.to_string(),
@@ -573,13 +571,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
                     ]
                 })
                 .collect();
-            let w = w.replace("id", "TransactionId").replace("ID", "TransactionId");
-            let w = w.replace("label", "Label").replace("LABEL", "Label");
-            let filter = ShowFilter {
-                like: None,
-                where_sql: Some(w),
-            };
-            filtered(
+            string_rows(
                 &[
                     "TransactionId",
                     "Label",
@@ -598,9 +590,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
                     "ErrMsg",
                 ],
                 rows,
-                &filter,
             )
-            .await
         }
         Statement::ShowEmpty { columns } => string_rows(&columns, vec![]),
         Statement::ShowCharset => string_rows(
@@ -641,6 +631,23 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         )),
         Statement::Commit | Statement::Rollback => Ok(ok()),
     }
+}
+
+/// `WHERE id = n` or `WHERE label = 'x'` of SHOW TRANSACTION.
+fn parse_txn_filter(where_sql: Option<&str>) -> Result<(Option<i64>, Option<String>)> {
+    let usage =
+        || TethysError::Analysis("SHOW TRANSACTION needs WHERE id = n or WHERE label = 'x'".into());
+    let w = where_sql.ok_or_else(usage)?;
+    let mut t = crate::sql::tokens::Tokens::new(w)?;
+    let key = t.ident()?.to_ascii_lowercase();
+    t.expect(&datafusion::sql::sqlparser::tokenizer::Token::Eq)?;
+    let r = match key.as_str() {
+        "id" => (Some(t.number()? as i64), None),
+        "label" => (None, Some(t.string()?)),
+        _ => return Err(usage()),
+    };
+    t.finish()?;
+    Ok(r)
 }
 
 fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> StatementCtx {

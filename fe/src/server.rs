@@ -12,6 +12,12 @@ use tethys_common::{Result, TethysError};
 use crate::catalog::{BackendInfo, Catalog, EditOp};
 use crate::frontend::Frontend;
 
+/// How long finished load transactions (and their labels) are kept, as
+/// Doris' `streaming_label_keep_max_second`.
+pub const LABEL_KEEP_MAX_SECS: i64 = 43_200;
+/// How often old labels are cleaned.
+const LABEL_CLEAN_INTERVAL_SECS: u64 = 60;
+
 /// How to start a frontend.
 #[derive(Debug, Clone)]
 pub struct FrontendConfig {
@@ -71,7 +77,23 @@ pub async fn serve(
         let _ = tx.send(true);
     });
     let mut rx1 = rx.clone();
-    let mut rx2 = rx;
+    let mut rx2 = rx.clone();
+    let mut rx3 = rx;
+    let cleaner_fe = fe.clone();
+    tokio::spawn(async move {
+        let mut tick =
+            tokio::time::interval(std::time::Duration::from_secs(LABEL_CLEAN_INTERVAL_SECS));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = cleaner_fe.txn.clean_labels(LABEL_KEEP_MAX_SECS) {
+                        tracing::warn!("label cleaning failed: {e}");
+                    }
+                }
+                _ = rx3.wait_for(|v| *v) => return,
+            }
+        }
+    });
     let http_listener = tokio::net::TcpListener::bind(cfg.http_addr)
         .await
         .map_err(|e| TethysError::io(format!("binding the FE http port {}", cfg.http_addr), e))?;

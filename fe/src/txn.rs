@@ -217,6 +217,29 @@ impl TxnManager {
         Ok(())
     }
 
+    /// Forgets finished transactions older than `keep_secs` (Doris'
+    /// `streaming_label_keep_max_second`); their labels become reusable.
+    pub fn clean_labels(&self, keep_secs: i64) -> Result<usize> {
+        let cutoff = now_ms() - keep_secs * 1000;
+        let ids: Vec<i64> = self
+            .catalog
+            .read()
+            .txns
+            .values()
+            .filter(|t| {
+                matches!(t.state, TxnState::Visible | TxnState::Aborted) && t.finish_time < cutoff
+            })
+            .map(|t| t.id)
+            .collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let n = ids.len();
+        self.catalog
+            .mutate(|_, _| Ok((EditOp::RemoveTxns { ids }, ())))?;
+        Ok(n)
+    }
+
     /// At startup: finish what a crash interrupted.
     pub async fn recover(&self) -> Result<()> {
         let (prepare, committed): (Vec<i64>, Vec<i64>) = {
@@ -263,5 +286,41 @@ impl TxnManager {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn labels_are_unique_until_aborted_or_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Arc::new(Catalog::open(dir.path()).unwrap());
+        let m = TxnManager::new(catalog.clone(), Arc::new(BackendPool::default()));
+        let t1 = m.begin("db", Some("l1".into()), "INSERT_STREAMING").unwrap();
+        let err = m.begin("db", Some("l1".into()), "INSERT_STREAMING").unwrap_err().to_string();
+        assert!(err.contains("Label [l1] has already been used"), "{err}");
+        assert!(err.contains("status [PREPARE]"), "{err}");
+        // Another database may use the same label.
+        m.begin("other", Some("l1".into()), "INSERT_STREAMING").unwrap();
+        // An aborted label can be reused.
+        m.abort(t1.id, "test").await.unwrap();
+        let t2 = m.begin("db", Some("l1".into()), "INSERT_STREAMING").unwrap();
+        assert_ne!(t1.id, t2.id);
+        // Generated labels are unique.
+        let a = m.begin("db", None, "INSERT_STREAMING").unwrap();
+        let b = m.begin("db", None, "INSERT_STREAMING").unwrap();
+        assert_ne!(a.label, b.label);
+        // Cleaning forgets only finished transactions.
+        assert_eq!(m.clean_labels(-1).unwrap(), 1);
+        assert!(catalog.read().txns.get(&t1.id).is_none());
+        assert!(catalog.read().txns.get(&t2.id).is_some());
+        // State survives a restart of the catalog.
+        drop(m);
+        let catalog2 = Catalog::open(dir.path());
+        drop(catalog);
+        let catalog2 = catalog2.unwrap();
+        assert_eq!(catalog2.read().txns.get(&t2.id).map(|t| t.state), Some(TxnState::Prepare));
     }
 }

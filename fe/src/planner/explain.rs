@@ -275,7 +275,7 @@ pub fn explain_lines(plan: &Arc<dyn ExecutionPlan>, output_names: &[String]) -> 
         next_id: 0,
     };
     let root = b.node(plan, None, None);
-    let mut out = vec![];
+    let mut out: Vec<String> = vec![];
     for (i, f) in b.fragments.iter().enumerate() {
         out.push(format!("PLAN FRAGMENT {i}"));
         if i == 0 {
@@ -309,7 +309,9 @@ pub fn explain_lines(plan: &Arc<dyn ExecutionPlan>, output_names: &[String]) -> 
         out.extend(lines);
         out.push(String::new());
     }
-    out
+    out.into_iter()
+        .map(|l| l.replace("count(Int64(1))", "count(*)"))
+        .collect()
 }
 
 fn clone_shallow(n: &RNode) -> RNode {
