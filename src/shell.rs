@@ -63,7 +63,7 @@ fn value_text(v: &Value) -> String {
     }
 }
 
-fn print_table(headers: &[String], rows: &[Vec<String>]) {
+fn print_table(headers: &[String], numeric: &[bool], rows: &[Vec<String>]) {
     let mut w: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
@@ -81,12 +81,27 @@ fn print_table(headers: &[String], rows: &[Vec<String>]) {
         let parts: Vec<String> = cells
             .iter()
             .enumerate()
-            .map(|(i, c)| format!(" {}{} ", c, " ".repeat(w[i] - c.chars().count())))
+            .map(|(i, c)| {
+                let pad = " ".repeat(w[i] - c.chars().count());
+                if numeric.get(i).copied().unwrap_or(false) {
+                    format!(" {pad}{c} ")
+                } else {
+                    format!(" {c}{pad} ")
+                }
+            })
             .collect();
         format!("|{}|", parts.join("|"))
     };
     println!("{sep}");
-    println!("{}", line(headers));
+    let header_line = {
+        let parts: Vec<String> = headers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!(" {}{} ", c, " ".repeat(w[i] - c.chars().count())))
+            .collect();
+        format!("|{}|", parts.join("|"))
+    };
+    println!("{header_line}");
     println!("{sep}");
     for r in rows {
         println!("{}", line(r));
@@ -104,10 +119,28 @@ async fn run_statement(conn: &mut Conn, kill: &KillInfo, sql: &str, tty: bool) -
             .iter()
             .map(|c| c.name_str().to_string())
             .collect();
+        let numeric: Vec<bool> = result
+            .columns_ref()
+            .iter()
+            .map(|c| {
+                use mysql_async::consts::ColumnType as T;
+                matches!(
+                    c.column_type(),
+                    T::MYSQL_TYPE_TINY
+                        | T::MYSQL_TYPE_SHORT
+                        | T::MYSQL_TYPE_LONG
+                        | T::MYSQL_TYPE_LONGLONG
+                        | T::MYSQL_TYPE_INT24
+                        | T::MYSQL_TYPE_FLOAT
+                        | T::MYSQL_TYPE_DOUBLE
+                        | T::MYSQL_TYPE_NEWDECIMAL
+                )
+            })
+            .collect();
         let rows: Vec<Row> = result.collect().await?;
         let affected = result.affected_rows();
         let info = result.info().to_string();
-        Ok::<_, mysql_async::Error>((columns, rows, affected, info))
+        Ok::<_, mysql_async::Error>((columns, numeric, rows, affected, info))
     };
     tokio::pin!(fut);
     let res = tokio::select! {
@@ -120,7 +153,7 @@ async fn run_statement(conn: &mut Conn, kill: &KillInfo, sql: &str, tty: bool) -
     };
     let elapsed = start.elapsed().as_secs_f64();
     match res {
-        Ok((columns, rows, affected, info)) => {
+        Ok((columns, numeric, rows, affected, info)) => {
             let rows: Vec<Vec<String>> = rows
                 .into_iter()
                 .map(|r| r.unwrap().iter().map(value_text).collect())
@@ -140,7 +173,7 @@ async fn run_statement(conn: &mut Conn, kill: &KillInfo, sql: &str, tty: bool) -
                 if rows.is_empty() {
                     println!("Empty set ({elapsed:.2} sec)\n");
                 } else {
-                    print_table(&columns, &rows);
+                    print_table(&columns, &numeric, &rows);
                     println!(
                         "{} row{} in set ({elapsed:.2} sec)\n",
                         rows.len(),
@@ -155,8 +188,12 @@ async fn run_statement(conn: &mut Conn, kill: &KillInfo, sql: &str, tty: bool) -
             }
             true
         }
+        Err(mysql_async::Error::Server(e)) => {
+            eprintln!("ERROR {} ({}): {}", e.code, e.state, e.message);
+            false
+        }
         Err(e) => {
-            eprintln!("ERROR {e}");
+            eprintln!("ERROR: {e}");
             false
         }
     }
@@ -275,10 +312,10 @@ pub async fn run(args: ShellArgs) -> ExitCode {
             ExitCode::FAILURE
         };
     }
+    let (major, minor, patch) = conn.server_version();
     println!(
-        "Welcome to the Tethys shell. Connection id: {}. Server: {}",
-        conn.id(),
-        conn.server_version().0
+        "Welcome to the Tethys shell. Connection id: {}. Server version: {major}.{minor}.{patch}",
+        conn.id()
     );
     println!("Statements end with ';'. Type 'exit' or Ctrl-D to leave.\n");
     let mut rl = match rustyline::DefaultEditor::new() {

@@ -298,15 +298,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let catalog = Arc::new(Catalog::open(dir.path()).unwrap());
         let m = TxnManager::new(catalog.clone(), Arc::new(BackendPool::default()));
-        let t1 = m.begin("db", Some("l1".into()), "INSERT_STREAMING").unwrap();
-        let err = m.begin("db", Some("l1".into()), "INSERT_STREAMING").unwrap_err().to_string();
+        let t1 = m
+            .begin("db", Some("l1".into()), "INSERT_STREAMING")
+            .unwrap();
+        let err = m
+            .begin("db", Some("l1".into()), "INSERT_STREAMING")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("Label [l1] has already been used"), "{err}");
         assert!(err.contains("status [PREPARE]"), "{err}");
         // Another database may use the same label.
-        m.begin("other", Some("l1".into()), "INSERT_STREAMING").unwrap();
+        m.begin("other", Some("l1".into()), "INSERT_STREAMING")
+            .unwrap();
         // An aborted label can be reused.
         m.abort(t1.id, "test").await.unwrap();
-        let t2 = m.begin("db", Some("l1".into()), "INSERT_STREAMING").unwrap();
+        let t2 = m
+            .begin("db", Some("l1".into()), "INSERT_STREAMING")
+            .unwrap();
         assert_ne!(t1.id, t2.id);
         // Generated labels are unique.
         let a = m.begin("db", None, "INSERT_STREAMING").unwrap();
@@ -321,6 +329,9 @@ mod tests {
         let catalog2 = Catalog::open(dir.path());
         drop(catalog);
         let catalog2 = catalog2.unwrap();
-        assert_eq!(catalog2.read().txns.get(&t2.id).map(|t| t.state), Some(TxnState::Prepare));
+        assert_eq!(
+            catalog2.read().txns.get(&t2.id).map(|t| t.state),
+            Some(TxnState::Prepare)
+        );
     }
 }
