@@ -364,3 +364,66 @@ PROPERTIES ("replication_num" = "1")"#,
         .expect("a row");
     assert_eq!(ddl, ddl2);
 }
+
+/// Garbage on the wire never takes the server down.
+#[tokio::test]
+async fn malformed_packets_do_not_crash_the_server() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let addr = format!("127.0.0.1:{}", server.query_port);
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..40 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.expect("tcp");
+        let mut hello = vec![0u8; 256];
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read(&mut hello)).await;
+        let len = (rnd() % 300) as usize;
+        let mut body: Vec<u8> = (0..len).map(|_| rnd() as u8).collect();
+        if round % 4 == 0 {
+            // Claim a huge packet and then stop sending.
+            body = vec![0xff, 0xff, 0xff, 1, 3];
+        }
+        let mut pkt = Vec::new();
+        if round % 4 != 0 {
+            pkt.extend_from_slice(&(body.len() as u32).to_le_bytes()[..3]);
+            pkt.push(1);
+        }
+        pkt.extend_from_slice(&body);
+        let _ = s.write_all(&pkt).await;
+        let mut sink = vec![0u8; 1024];
+        let _ = tokio::time::timeout(Duration::from_millis(100), s.read(&mut sink)).await;
+    }
+    // Authenticated sessions sending malformed commands get errors, not crashes.
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    for bad in [
+        "SELECT '\u{0}'",
+        "SELECT 1 FROM",
+        "CREATE TABLE x (",
+        "SET @@ = 1",
+        "SHOW TABLETS FROM",
+        "KILL 999999",
+        "INSERT INTO nowhere VALUES (1)",
+        "EXPLAIN",
+    ] {
+        let _ = c.query_drop(bad).await;
+    }
+    let one: Option<i64> = c.query_first("SELECT 1").await.expect("still serving");
+    assert_eq!(one, Some(1));
+}
+
+#[tokio::test]
+async fn idle_connections_close_after_wait_timeout() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    c.query_drop("SET wait_timeout = 1").await.expect("set");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(c.query_drop("SELECT 1").await.is_err(), "the server closed the idle connection");
+    let mut c = Conn::new(server.opts()).await.expect("reconnect");
+    let one: Option<i64> = c.query_first("SELECT 1").await.expect("new connection works");
+    assert_eq!(one, Some(1));
+}

@@ -19,6 +19,9 @@ use crate::frontend::{ConnHandle, Frontend};
 use crate::session::Session;
 use crate::sql::{self, Statement};
 
+/// How long a client may take to complete the handshake.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Users and their passwords (root and admin start with an empty password, as in Doris).
 fn password_of(user: &str) -> Option<&'static str> {
     match user {
@@ -62,7 +65,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     if io.flush().await.is_err() {
         return;
     }
-    let Ok(Some(pkt)) = io.read_packet().await else {
+    let Ok(Ok(Some(pkt))) = tokio::time::timeout(CONNECT_TIMEOUT, io.read_packet()).await else {
         return;
     };
     let Ok(mut hs) = parse_handshake_response(&pkt) else {
@@ -84,7 +87,8 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         if io.flush().await.is_err() {
             return;
         }
-        let Ok(Some(resp)) = io.read_packet().await else {
+        let Ok(Ok(Some(resp))) = tokio::time::timeout(CONNECT_TIMEOUT, io.read_packet()).await
+        else {
             return;
         };
         hs.auth = resp;
@@ -331,7 +335,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
 
     async fn run(&mut self) -> std::io::Result<()> {
         loop {
-            let Some(pkt) = self.io.read_packet().await? else {
+            // An idle connection is closed after wait_timeout, as in MySQL.
+            let idle = std::time::Duration::from_secs(
+                self.session
+                    .vars
+                    .get("wait_timeout")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(28_800),
+            );
+            let Ok(read) = tokio::time::timeout(idle, self.io.read_packet()).await else {
+                return Ok(());
+            };
+            let Some(pkt) = read? else {
                 return Ok(());
             };
             if self.handle.killed.load(std::sync::atomic::Ordering::SeqCst) {

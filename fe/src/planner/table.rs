@@ -144,6 +144,42 @@ impl PruningStatistics for PartitionStats<'_> {
     }
 }
 
+/// Partitions of `table` that can hold rows matching `predicate` (built
+/// against the table's Arrow `schema`).
+pub fn prune_partitions<'a>(
+    table: &'a Table,
+    schema: &SchemaRef,
+    predicate: Option<&Arc<dyn PhysicalExpr>>,
+) -> DfResult<Vec<&'a Partition>> {
+    let parts = &table.partitions;
+    let (Some(col), Some(ty), Some(pred)) = (
+        &table.partition_column,
+        table.partition_column_type(),
+        predicate,
+    ) else {
+        return Ok(parts.iter().collect());
+    };
+    let Some(pp) = PruningPredicateBuilder::new()
+        .with_file_schema(schema.clone())
+        .build(pred.clone())
+    else {
+        return Ok(parts.iter().collect());
+    };
+    let stats = PartitionStats {
+        column: col.to_lowercase(),
+        ty,
+        arrow_type: ty.arrow_type(),
+        parts,
+    };
+    let keep = pp.prune(&stats)?;
+    Ok(parts
+        .iter()
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|(p, _)| p)
+        .collect())
+}
+
 /// `col = literal` conjuncts, by lower-cased column name.
 fn equalities(filters: &[Expr]) -> HashMap<String, ScalarValue> {
     let mut out = HashMap::new();
@@ -183,38 +219,11 @@ fn equalities(filters: &[Expr]) -> HashMap<String, ScalarValue> {
 }
 
 impl OlapTable {
-    /// Partitions that can hold rows matching `predicate`.
     fn prune_partitions(
         &self,
         predicate: Option<&Arc<dyn PhysicalExpr>>,
     ) -> DfResult<Vec<&Partition>> {
-        let parts = &self.table.partitions;
-        let (Some(col), Some(ty), Some(pred)) = (
-            &self.table.partition_column,
-            self.table.partition_column_type(),
-            predicate,
-        ) else {
-            return Ok(parts.iter().collect());
-        };
-        let Some(pp) = PruningPredicateBuilder::new()
-            .with_file_schema(self.schema.clone())
-            .build(pred.clone())
-        else {
-            return Ok(parts.iter().collect());
-        };
-        let stats = PartitionStats {
-            column: col.to_lowercase(),
-            ty,
-            arrow_type: ty.arrow_type(),
-            parts,
-        };
-        let keep = pp.prune(&stats)?;
-        Ok(parts
-            .iter()
-            .zip(keep)
-            .filter(|(_, k)| *k)
-            .map(|(p, _)| p)
-            .collect())
+        prune_partitions(&self.table, &self.schema, predicate)
     }
 
     /// The single bucket every matching row hashes to, if the filters pin
@@ -418,5 +427,112 @@ impl TableProvider for OlapTable {
             self.stmt.clone(),
         );
         Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::KeysType;
+    use datafusion::logical_expr::{col, lit};
+    use datafusion::prelude::SessionContext;
+    use tethys_common::schema::{Column as TColumn, TableSchema};
+
+    fn table(bounds: &[(&str, &str)]) -> Table {
+        let ty = ColumnType::Date;
+        let partitions = bounds
+            .iter()
+            .enumerate()
+            .map(|(i, (lo, hi))| Partition {
+                id: i as i64,
+                name: format!("p{i}"),
+                range: Some((
+                    if lo.is_empty() {
+                        Bound::Min
+                    } else {
+                        Bound::parse(lo, &ty).unwrap()
+                    },
+                    if hi.is_empty() {
+                        Bound::Max
+                    } else {
+                        Bound::parse(hi, &ty).unwrap()
+                    },
+                )),
+                buckets: 1,
+                tablets: vec![],
+                visible_version: 1,
+                visible_version_time: 0,
+                committed_version: 1,
+            })
+            .collect();
+        Table {
+            id: 1,
+            name: "t".into(),
+            schema: TableSchema {
+                columns: vec![TColumn {
+                    name: "day".into(),
+                    column_type: ty,
+                    nullable: false,
+                    is_key: true,
+                    default: None,
+                    comment: String::new(),
+                    aggregation: None,
+                }],
+                num_key_columns: 1,
+                compression: "lz4".into(),
+            },
+            keys_type: KeysType::Duplicate,
+            partition_column: Some("day".into()),
+            partitions,
+            distribution: Distribution::Random { buckets: 1 },
+            auto_buckets: false,
+            properties: Default::default(),
+            comment: String::new(),
+            create_time: 0,
+        }
+    }
+
+    fn names(t: &Table, filter: Expr) -> Vec<String> {
+        let schema = t.schema.arrow_schema();
+        let df = DFSchema::try_from(schema.as_ref().clone()).unwrap();
+        let state = SessionContext::new().state();
+        let pred = state.create_physical_expr(filter, &df).unwrap();
+        prune_partitions(t, &schema, Some(&pred))
+            .unwrap()
+            .iter()
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
+    fn day(s: &str) -> Expr {
+        lit(ScalarValue::Date32(Some(
+            (chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+                - chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap())
+            .num_days() as i32,
+        )))
+    }
+
+    #[test]
+    fn ranges_are_left_closed_right_open() {
+        let t = table(&[
+            ("", "2026-08-01"),
+            ("2026-08-01", "2026-09-01"),
+            ("2026-09-01", ""),
+        ]);
+        assert_eq!(
+            names(
+                &t,
+                col("day")
+                    .gt_eq(day("2026-08-01"))
+                    .and(col("day").lt(day("2026-09-01")))
+            ),
+            vec!["p1"]
+        );
+        assert_eq!(names(&t, col("day").eq(day("2026-08-31"))), vec!["p1"]);
+        assert_eq!(names(&t, col("day").eq(day("2026-09-01"))), vec!["p2"]);
+        assert_eq!(names(&t, col("day").lt(day("2026-08-01"))), vec!["p0"]);
+        assert_eq!(names(&t, col("day").gt(day("2030-01-01"))), vec!["p2"]);
+        // Predicates on other things keep everything.
+        assert_eq!(names(&t, lit(true)).len(), 3);
     }
 }
