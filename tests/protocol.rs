@@ -422,8 +422,14 @@ async fn idle_connections_close_after_wait_timeout() {
     let mut c = Conn::new(server.opts()).await.expect("connect");
     c.query_drop("SET wait_timeout = 1").await.expect("set");
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(c.query_drop("SELECT 1").await.is_err(), "the server closed the idle connection");
+    assert!(
+        c.query_drop("SELECT 1").await.is_err(),
+        "the server closed the idle connection"
+    );
     let mut c = Conn::new(server.opts()).await.expect("reconnect");
-    let one: Option<i64> = c.query_first("SELECT 1").await.expect("new connection works");
+    let one: Option<i64> = c
+        .query_first("SELECT 1")
+        .await
+        .expect("new connection works");
     assert_eq!(one, Some(1));
 }

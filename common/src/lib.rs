@@ -10,6 +10,7 @@ pub mod error;
 pub mod fsutil;
 pub mod functions;
 pub mod plan;
+pub mod routing;
 pub mod schema;
 pub mod types;
 

@@ -8,7 +8,6 @@
 
 pub mod explain;
 pub mod remote;
-pub mod routing;
 pub mod sink;
 pub mod table;
 

@@ -10,8 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
-use arrow::compute::take_record_batch;
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::datasource::sink::DataSink;
@@ -22,9 +21,8 @@ use futures::StreamExt;
 use tethys_common::config::SEGMENT_FLUSH_ROWS;
 use tethys_common::{Result, TethysError};
 
-use super::routing::{bucket_hashes, partition_keys};
 use super::{InsertOutcome, StatementCtx};
-use crate::catalog::{Distribution, Table};
+use crate::catalog::Table;
 use crate::frontend::Frontend;
 
 /// Rows buffered across all tablets before the largest buffers are sent.
@@ -63,14 +61,6 @@ impl DisplayAs for OlapSink {
     }
 }
 
-/// Where one tablet's rows go.
-struct TabletTarget {
-    tablet_id: i64,
-    backend_id: i64,
-    table_id: i64,
-    partition_id: i64,
-}
-
 struct Buffers {
     by_tablet: HashMap<i64, (Vec<RecordBatch>, usize)>,
     total: usize,
@@ -104,98 +94,6 @@ impl OlapSink {
             }
         }
         Ok(())
-    }
-
-    /// Splits a batch by destination tablet.
-    fn route(
-        &self,
-        batch: &RecordBatch,
-        seq: &mut usize,
-    ) -> Result<Vec<(TabletTarget, RecordBatch)>> {
-        let n = batch.num_rows();
-        let part_idx: Vec<usize> = match &self.table.partition_column {
-            Some(col) => {
-                let ci = self.table.schema.index_of(col).ok_or_else(|| {
-                    TethysError::Internal(format!("partition column {col} missing"))
-                })?;
-                let keys = partition_keys(batch.column(ci));
-                let mut out = Vec::with_capacity(n);
-                for (row, k) in keys.iter().enumerate() {
-                    let p = k.and_then(|k| {
-                        self.table.partitions.iter().position(|p| match p.range {
-                            Some((lo, hi)) => {
-                                lo <= crate::catalog::Bound::Value(k)
-                                    && crate::catalog::Bound::Value(k) < hi
-                            }
-                            None => true,
-                        })
-                    });
-                    match p {
-                        Some(p) => out.push(p),
-                        None => {
-                            let shown =
-                                arrow::util::display::array_value_to_string(batch.column(ci), row)
-                                    .unwrap_or_default();
-                            return Err(TethysError::DataQuality(format!(
-                                "Insert has filtered data in strict mode: no partition for this tuple: {col}={shown}"
-                            )));
-                        }
-                    }
-                }
-                out
-            }
-            None => vec![0; n],
-        };
-        let buckets: Vec<usize> = match &self.table.distribution {
-            Distribution::Hash { columns, buckets } => {
-                let cols = columns
-                    .iter()
-                    .map(|c| {
-                        self.table
-                            .schema
-                            .index_of(c)
-                            .map(|i| batch.column(i))
-                            .ok_or_else(|| {
-                                TethysError::Internal(format!("bucket column {c} missing"))
-                            })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                bucket_hashes(&cols, n)
-                    .into_iter()
-                    .map(|h| (h % buckets) as usize)
-                    .collect()
-            }
-            Distribution::Random { buckets } => {
-                // Spread batches over the buckets in turn.
-                *seq += 1;
-                vec![*seq % *buckets as usize; n]
-            }
-        };
-        let mut groups: HashMap<(usize, usize), Vec<u32>> = HashMap::new();
-        for row in 0..n {
-            groups
-                .entry((part_idx[row], buckets[row]))
-                .or_default()
-                .push(row as u32);
-        }
-        let mut out = vec![];
-        for ((p, b), rows) in groups {
-            let part = &self.table.partitions[p];
-            let tab = part.tablets.get(b).ok_or_else(|| {
-                TethysError::Internal(format!("partition {} has no bucket {b}", part.name))
-            })?;
-            let idx = UInt32Array::from(rows);
-            out.push((
-                TabletTarget {
-                    tablet_id: tab.id,
-                    backend_id: tab.backend_id,
-                    table_id: self.table.id,
-                    partition_id: part.id,
-                },
-                take_record_batch(batch, &idx)?,
-            ));
-        }
-        Ok(out)
     }
 
     async fn send(
@@ -235,7 +133,7 @@ impl OlapSink {
         let mut backend_of: HashMap<i64, i64> = HashMap::new();
         let mut touched = BTreeSet::new();
         let mut rows = 0u64;
-        let mut seq = 0usize;
+        let mut router = self.table.router();
         while let Some(batch) = data.next().await {
             let batch = batch?;
             if batch.num_rows() == 0 {
@@ -245,8 +143,15 @@ impl OlapSink {
                 .map_err(|e| TethysError::Analysis(format!("rows do not fit the table: {e}")))?;
             self.validate(&batch)?;
             rows += batch.num_rows() as u64;
-            for (t, b) in self.route(&batch, &mut seq)? {
-                touched.insert((t.table_id, t.partition_id));
+            let (routed, rejected) = router.route(&batch)?;
+            if let Some((_, reason)) = rejected.first() {
+                return Err(TethysError::DataQuality(format!(
+                    "Insert has filtered data in strict mode: {reason}"
+                )));
+            }
+            for t in routed {
+                let b = t.batch;
+                touched.insert((self.table.id, t.partition_id));
                 backend_of.insert(t.tablet_id, t.backend_id);
                 let e = buf.by_tablet.entry(t.tablet_id).or_default();
                 e.1 += b.num_rows();

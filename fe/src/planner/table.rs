@@ -33,10 +33,10 @@ use tethys_proto::{OlapScanNodePb, TabletVersion};
 
 use super::StatementCtx;
 use super::remote::{BeFragmentExec, FragmentInfo};
-use super::routing::bucket_hashes;
 use super::sink::OlapSink;
 use crate::catalog::{Bound, Distribution, Partition, Table};
 use crate::frontend::Frontend;
+use tethys_common::routing::bucket_hashes;
 
 /// A table snapshot as DataFusion sees it.
 #[derive(Debug)]
