@@ -50,6 +50,9 @@ struct StandaloneArgs {
     /// BE gRPC port (control plane and Arrow Flight).
     #[arg(long, default_value_t = ports::BE_RPC)]
     be_port: u16,
+    /// FE gRPC port (what backends call, e.g. to run a Stream Load transaction).
+    #[arg(long, default_value_t = ports::FE_RPC)]
+    fe_rpc_port: u16,
     /// Fragment execution threads on the BE (0: one per core).
     #[arg(long, default_value_t = 0)]
     exec_threads: usize,
@@ -64,6 +67,7 @@ impl Default for StandaloneArgs {
             http_port: ports::FE_HTTP,
             be_http_port: ports::BE_HTTP,
             be_port: ports::BE_RPC,
+            fe_rpc_port: ports::FE_RPC,
             exec_threads: 0,
         }
     }
@@ -97,6 +101,7 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
         rpc_addr: SocketAddr::new(args.host, args.be_port),
         http_addr: SocketAddr::new(args.host, args.be_http_port),
         exec_threads: args.exec_threads,
+        fe_rpc_url: Some(format!("http://{}:{}", args.host, args.fe_rpc_port)),
     };
     let backend = tethys_be::Backend::open(&be_cfg)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -112,6 +117,7 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
         meta_dir: args.data_dir.join("fe").join("meta"),
         query_addr: SocketAddr::new(args.host, args.query_port),
         http_addr: SocketAddr::new(args.host, args.http_port),
+        rpc_addr: SocketAddr::new(args.host, args.fe_rpc_port),
         backends: vec![(args.host.to_string(), args.be_port, args.be_http_port)],
     };
     let fe = tethys_fe::open(&fe_cfg).await?;

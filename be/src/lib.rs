@@ -6,6 +6,7 @@
 //! `tethys-proto` ([`service`]). It never sees SQL.
 
 pub mod exec;
+pub mod load;
 pub mod service;
 pub mod storage;
 

@@ -27,6 +27,8 @@ pub mod ports {
     pub const FE_HTTP: u16 = 8030;
     /// BE HTTP port (stream load, error logs).
     pub const BE_HTTP: u16 = 8040;
+    /// FE gRPC port (what backends call).
+    pub const FE_RPC: u16 = 9020;
     /// BE gRPC port (control plane and Arrow Flight data plane).
     pub const BE_RPC: u16 = 9060;
 }

@@ -53,6 +53,9 @@ pub enum TethysError {
     /// `SET NAMES` with a character set other than utf8.
     #[error("Unknown character set: '{0}'")]
     UnknownCharset(String),
+    /// A load label already used by a transaction that was not aborted.
+    #[error("[LABEL_ALREADY_EXISTS] Label [{label}] has already been used, relate to txn [{txn_id}], status [{status}].")]
+    LabelAlreadyExists { label: String, txn_id: i64, status: String },
     /// A statement or feature Tethys does not support (yet).
     #[error("{0}")]
     NotSupported(String),
@@ -117,6 +120,7 @@ impl TethysError {
             WrongVariableValue(..) => (1231, "42000"),
             UnknownCharset(_) => (1115, "42000"),
             NotSupported(_) => (1235, "42000"),
+            LabelAlreadyExists { .. } => (1105, "HY000"),
             DataQuality(_) => (5025, "HY000"),
             Cancelled => (1317, "70100"),
             Timeout(_) => (3024, "HY000"),

@@ -5,6 +5,7 @@
 //! and how they map to Arrow, the error vocabulary (and its MySQL / gRPC codes),
 //! the MySQL-compatible scalar functions, and the wire form of plan fragments.
 
+pub mod backend_client;
 pub mod config;
 pub mod error;
 pub mod fsutil;

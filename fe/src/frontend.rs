@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::backends::BackendPool;
+use tethys_common::backend_client::BackendPool;
 use crate::catalog::Catalog;
 use crate::txn::TxnManager;
 

@@ -2,13 +2,15 @@
 //! log, Doris SQL parsing, planning on DataFusion, fragment scheduling to
 //! backends, and load transactions.
 
-pub mod backends;
+pub mod auth;
 pub mod catalog;
 pub mod ddl;
 pub mod executor;
 pub mod frontend;
+pub mod http;
 pub mod mysql;
 pub mod planner;
+pub mod rpc;
 pub mod server;
 pub mod session;
 pub mod sql;

@@ -5,8 +5,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::Router;
-use axum::routing::get;
 use tethys_common::{Result, TethysError};
 
 use crate::catalog::{BackendInfo, Catalog, EditOp};
@@ -25,6 +23,8 @@ pub struct FrontendConfig {
     pub meta_dir: PathBuf,
     pub query_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// gRPC address of the FrontendService (backends call it).
+    pub rpc_addr: SocketAddr,
     /// Backends to register at start (host, rpc port, http port).
     pub backends: Vec<(String, u16, u16)>,
 }
@@ -78,37 +78,56 @@ pub async fn serve(
     });
     let mut rx1 = rx.clone();
     let mut rx2 = rx.clone();
-    let mut rx3 = rx;
+    let mut rx3 = rx.clone();
+    let mut rx4 = rx;
     let cleaner_fe = fe.clone();
     tokio::spawn(async move {
         let mut tick =
             tokio::time::interval(std::time::Duration::from_secs(LABEL_CLEAN_INTERVAL_SECS));
         loop {
             tokio::select! {
-                _ = tick.tick() => {
-                    if let Err(e) = cleaner_fe.txn.clean_labels(LABEL_KEEP_MAX_SECS) {
-                        tracing::warn!("label cleaning failed: {e}");
+                _ = tick.tick() => {}
+                r = rx3.changed() => {
+                    if r.is_err() || *rx3.borrow() {
+                        return;
                     }
+                    continue;
                 }
-                _ = rx3.wait_for(|v| *v) => return,
+            }
+            if let Err(e) = cleaner_fe.txn.clean_labels(LABEL_KEEP_MAX_SECS) {
+                tracing::warn!("label cleaning failed: {e}");
+            }
+            if let Err(e) = cleaner_fe.txn.abort_expired().await {
+                tracing::warn!("aborting expired transactions failed: {e}");
             }
         }
     });
     let http_listener = tokio::net::TcpListener::bind(cfg.http_addr)
         .await
         .map_err(|e| TethysError::io(format!("binding the FE http port {}", cfg.http_addr), e))?;
-    let app = Router::new().route(
-        "/api/health",
-        get(|| async { axum::Json(serde_json::json!({"status": "OK", "msg": "success"})) }),
-    );
+    let app = crate::http::router(fe.clone());
+    let rpc_listener = tokio::net::TcpListener::bind(cfg.rpc_addr)
+        .await
+        .map_err(|e| TethysError::io(format!("binding the FE rpc port {}", cfg.rpc_addr), e))?;
+    let rpc = tonic::transport::Server::builder()
+        .add_service(tethys_proto::frontend_service_server::FrontendServiceServer::new(
+            crate::rpc::FrontendRpc::new(fe.clone()),
+        ))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(rpc_listener),
+            async move {
+                let _ = rx4.wait_for(|v| *v).await;
+            },
+        );
     let http = axum::serve(http_listener, app).with_graceful_shutdown(async move {
         let _ = rx2.wait_for(|v| *v).await;
     });
     let mysql = crate::mysql::serve(fe, cfg.query_addr, async move {
         let _ = rx1.wait_for(|v| *v).await;
     });
-    let (a, b) = tokio::join!(mysql, http);
+    let (a, b, c) = tokio::join!(mysql, http, rpc);
     a?;
     b.map_err(|e| TethysError::io("FE http server", e))?;
+    c.map_err(|e| TethysError::Internal(format!("FE rpc server: {e}")))?;
     Ok(())
 }

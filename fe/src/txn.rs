@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tethys_common::{Result, TethysError};
 use tethys_proto::{AbortTxnRequest, PendingTxnsRequest, PublishVersionRequest, TabletVersion};
 
-use crate::backends::BackendPool;
+use tethys_common::backend_client::BackendPool;
 use crate::catalog::{Catalog, EditOp, PartitionVersion, TxnRecord, TxnState};
 
 fn now_ms() -> i64 {
@@ -41,19 +41,31 @@ impl TxnManager {
     /// Begins a transaction in `db`; a label already used by a transaction
     /// that was not aborted is refused.
     pub fn begin(&self, db: &str, label: Option<String>, source: &str) -> Result<TxnRecord> {
+        self.begin_with_timeout(db, label, source, 0)
+    }
+
+    /// Begins a transaction that is aborted if still open after `timeout_ms`.
+    pub fn begin_with_timeout(
+        &self,
+        db: &str,
+        label: Option<String>,
+        source: &str,
+        timeout_ms: i64,
+    ) -> Result<TxnRecord> {
         self.catalog.mutate(|state, ids| {
             let id = ids.alloc();
-            let label = label.unwrap_or_else(|| format!("insert_{:x}{:08x}", now_ms(), id));
+            let prefix = if source == "INSERT_STREAMING" { "insert" } else { "stream_load" };
+            let label = label.unwrap_or_else(|| format!("{prefix}_{:x}{:08x}", now_ms(), id));
             if let Some(t) = state
                 .txns
                 .values()
                 .find(|t| t.db == db && t.label == label && t.state != TxnState::Aborted)
             {
-                return Err(TethysError::Analysis(format!(
-                    "[LABEL_ALREADY_EXISTS] Label [{label}] has already been used, relate to txn [{}], status [{}].",
-                    t.id,
-                    t.state.name()
-                )));
+                return Err(TethysError::LabelAlreadyExists {
+                    label: label.clone(),
+                    txn_id: t.id,
+                    status: t.state.name().to_string(),
+                });
             }
             let txn = TxnRecord {
                 id,
@@ -66,6 +78,8 @@ impl TxnManager {
                 commit_time: 0,
                 finish_time: 0,
                 reason: String::new(),
+                touched: vec![],
+                timeout_ms,
             };
             Ok((EditOp::BeginTxn { txn: txn.clone() }, txn))
         })
@@ -84,10 +98,10 @@ impl TxnManager {
                 .txns
                 .get(&txn_id)
                 .ok_or_else(|| TethysError::Internal(format!("transaction {txn_id} not found")))?;
-            if txn.state != TxnState::Prepare {
+            if !matches!(txn.state, TxnState::Prepare | TxnState::Precommitted) {
                 return Err(TethysError::Analysis(format!(
-                    "transaction [{txn_id}] is {}, not PREPARE",
-                    txn.state.name()
+                    "transaction [{txn_id}] is already {}",
+                    txn.state.name().to_lowercase()
                 )));
             }
             let mut versions = vec![];
@@ -119,6 +133,50 @@ impl TxnManager {
             ))
         })?;
         self.publish(txn_id).await
+    }
+
+    /// Pre-commits a load (two-phase commit): durable, invisible, waiting for
+    /// a commit or abort.
+    pub fn precommit(&self, txn_id: i64, touched: &BTreeSet<(i64, i64)>) -> Result<()> {
+        self.catalog.mutate(|state, _| {
+            let txn = state
+                .txns
+                .get(&txn_id)
+                .ok_or_else(|| TethysError::Analysis(format!("transaction [{txn_id}] not found")))?;
+            if txn.state != TxnState::Prepare {
+                return Err(TethysError::Analysis(format!(
+                    "transaction [{txn_id}] is already {}",
+                    txn.state.name().to_lowercase()
+                )));
+            }
+            Ok((
+                EditOp::PrecommitTxn {
+                    txn_id,
+                    touched: touched.iter().copied().collect(),
+                    time: now_ms(),
+                },
+                (),
+            ))
+        })
+    }
+
+    /// Commits a pre-committed load.
+    pub async fn commit_precommitted(&self, txn_id: i64) -> Result<()> {
+        let touched: BTreeSet<(i64, i64)> = {
+            let s = self.catalog.read();
+            let t = s
+                .txns
+                .get(&txn_id)
+                .ok_or_else(|| TethysError::Analysis(format!("transaction [{txn_id}] not found")))?;
+            if t.state != TxnState::Precommitted {
+                return Err(TethysError::Analysis(format!(
+                    "transaction [{txn_id}] is already {}, not pre-committed.",
+                    t.state.name().to_lowercase()
+                )));
+            }
+            t.touched.iter().copied().collect()
+        };
+        self.commit_and_publish(txn_id, &touched).await
     }
 
     /// Publishes a committed transaction on every backend, then makes it visible.
@@ -194,9 +252,9 @@ impl TxnManager {
             if let Some(t) = state.txns.get(&txn_id)
                 && matches!(t.state, TxnState::Committed | TxnState::Visible)
             {
-                return Err(TethysError::Internal(format!(
-                    "transaction {txn_id} is already {}",
-                    t.state.name()
+                return Err(TethysError::Analysis(format!(
+                    "transaction [{txn_id}] is already {}, not pre-committed.",
+                    t.state.name().to_lowercase()
                 )));
             }
             Ok((
@@ -215,6 +273,28 @@ impl TxnManager {
             }
         }
         Ok(())
+    }
+
+    /// Aborts transactions that outlived their timeout (an unfinished
+    /// two-phase commit, a load whose coordinator vanished).
+    pub async fn abort_expired(&self) -> Result<usize> {
+        let now = now_ms();
+        let ids: Vec<i64> = self
+            .catalog
+            .read()
+            .txns
+            .values()
+            .filter(|t| {
+                matches!(t.state, TxnState::Prepare | TxnState::Precommitted)
+                    && t.timeout_ms > 0
+                    && t.prepare_time + t.timeout_ms < now
+            })
+            .map(|t| t.id)
+            .collect();
+        for id in &ids {
+            self.abort(*id, "transaction timed out").await?;
+        }
+        Ok(ids.len())
     }
 
     /// Forgets finished transactions older than `keep_secs` (Doris'
@@ -277,7 +357,10 @@ impl TxnManager {
                 .txn_ids;
             for id in pending {
                 let state = self.catalog.read().txns.get(&id).map(|t| t.state);
-                if !matches!(state, Some(TxnState::Prepare) | Some(TxnState::Committed)) {
+                if !matches!(
+                    state,
+                    Some(TxnState::Prepare) | Some(TxnState::Committed) | Some(TxnState::Precommitted)
+                ) {
                     c.rpc()
                         .abort_txn(AbortTxnRequest { txn_id: id })
                         .await

@@ -46,7 +46,11 @@ pub struct TethysServer {
     data: tempfile::TempDir,
     /// MySQL port.
     pub query_port: u16,
-    ports: [u16; 3],
+    ports: [u16; 4],
+    /// BE HTTP port (Stream Load).
+    pub be_http_port: u16,
+    /// FE HTTP port.
+    pub fe_http_port: u16,
     child: Option<Child>,
 }
 
@@ -58,9 +62,14 @@ impl TethysServer {
             binary: binary.to_path_buf(),
             data,
             query_port: free_port()?,
-            ports: [free_port()?, free_port()?, free_port()?],
+            ports: [0; 4],
+            be_http_port: 0,
+            fe_http_port: 0,
             child: None,
         };
+        s.ports = [free_port()?, free_port()?, free_port()?, free_port()?];
+        s.fe_http_port = s.ports[0];
+        s.be_http_port = s.ports[1];
         s.spawn().await?;
         Ok(s)
     }
@@ -83,6 +92,8 @@ impl TethysServer {
             .arg(self.ports[1].to_string())
             .arg("--be-port")
             .arg(self.ports[2].to_string())
+            .arg("--fe-rpc-port")
+            .arg(self.ports[3].to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

@@ -28,12 +28,21 @@ pub struct BackendConfig {
     pub http_addr: SocketAddr,
     /// Worker threads of the fragment execution pool (0: number of cores).
     pub exec_threads: usize,
+    /// The FE's gRPC address (`http://host:port`), for loads this BE coordinates.
+    pub fe_rpc_url: Option<String>,
 }
 
 /// A running backend's shared state.
 pub struct Backend {
     pub engine: Arc<StorageEngine>,
     pub executor: Arc<FragmentExecutor>,
+    /// Storage root (error logs live under it too).
+    pub root: std::path::PathBuf,
+    /// The HTTP address, as other hosts reach it (for error log URLs).
+    pub http_addr: SocketAddr,
+    /// Clients of the backends this one writes to when coordinating a load.
+    pub pool: tethys_common::backend_client::BackendPool,
+    fe_channel: Option<tonic::transport::Channel>,
     exec_runtime: Option<tokio::runtime::Runtime>,
     started_ms: i64,
 }
@@ -70,12 +79,34 @@ impl Backend {
             .enable_all()
             .build()
             .map_err(|e| TethysError::io("starting the BE execution pool", e))?;
+        let fe_channel = match &cfg.fe_rpc_url {
+            Some(url) => Some(
+                tonic::transport::Endpoint::from_shared(url.clone())
+                    .map_err(|e| TethysError::Analysis(format!("bad FE address {url}: {e}")))?
+                    .connect_timeout(std::time::Duration::from_secs(5))
+                    .connect_lazy(),
+            ),
+            None => None,
+        };
         Ok(Arc::new(Backend {
             engine,
             executor,
+            root: cfg.root.clone(),
+            http_addr: cfg.http_addr,
+            pool: Default::default(),
+            fe_channel,
             exec_runtime: Some(exec_runtime),
             started_ms: chrono::Utc::now().timestamp_millis(),
         }))
+    }
+
+    /// A client of the FE service, when this backend knows its FE.
+    pub fn frontend(
+        &self,
+    ) -> Option<tethys_proto::frontend_service_client::FrontendServiceClient<tonic::transport::Channel>> {
+        self.fe_channel
+            .clone()
+            .map(tethys_proto::frontend_service_client::FrontendServiceClient::new)
     }
 
     fn exec_handle(&self) -> Result<tokio::runtime::Handle> {

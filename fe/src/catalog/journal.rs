@@ -56,6 +56,11 @@ pub enum EditOp {
     BeginTxn {
         txn: TxnRecord,
     },
+    PrecommitTxn {
+        txn_id: i64,
+        touched: Vec<(i64, i64)>,
+        time: i64,
+    },
     CommitTxn {
         txn_id: i64,
         versions: Vec<PartitionVersion>,
@@ -144,6 +149,19 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
         }
         EditOp::BeginTxn { txn } => {
             state.txns.insert(txn.id, txn.clone());
+        }
+        EditOp::PrecommitTxn {
+            txn_id,
+            touched,
+            time,
+        } => {
+            let t = state
+                .txns
+                .get_mut(txn_id)
+                .ok_or_else(|| missing(format!("txn {txn_id}")))?;
+            t.state = TxnState::Precommitted;
+            t.touched = touched.clone();
+            t.commit_time = *time;
         }
         EditOp::CommitTxn {
             txn_id,

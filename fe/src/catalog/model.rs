@@ -270,24 +270,14 @@ impl Database {
 }
 
 /// A registered backend.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BackendInfo {
-    pub id: i64,
-    pub host: String,
-    pub rpc_port: u16,
-    pub http_port: u16,
-}
-
-impl BackendInfo {
-    pub fn rpc_url(&self) -> String {
-        format!("http://{}:{}", self.host, self.rpc_port)
-    }
-}
+pub use tethys_common::backend_client::BackendInfo;
 
 /// The state of a load transaction, as in Doris.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TxnState {
     Prepare,
+    /// Written and durable but invisible until a two-phase commit decides.
+    Precommitted,
     Committed,
     Visible,
     Aborted,
@@ -297,6 +287,7 @@ impl TxnState {
     pub fn name(&self) -> &'static str {
         match self {
             TxnState::Prepare => "PREPARE",
+            TxnState::Precommitted => "PRECOMMITTED",
             TxnState::Committed => "COMMITTED",
             TxnState::Visible => "VISIBLE",
             TxnState::Aborted => "ABORTED",
@@ -325,6 +316,12 @@ pub struct TxnRecord {
     pub commit_time: i64,
     pub finish_time: i64,
     pub reason: String,
+    /// (table id, partition id) pairs a pre-committed load wrote to.
+    #[serde(default)]
+    pub touched: Vec<(i64, i64)>,
+    /// How long the transaction may stay open (0: no limit).
+    #[serde(default)]
+    pub timeout_ms: i64,
 }
 
 /// The whole catalog.

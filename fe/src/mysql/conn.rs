@@ -22,14 +22,6 @@ use crate::sql::{self, Statement};
 /// How long a client may take to complete the handshake.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Users and their passwords (root and admin start with an empty password, as in Doris).
-fn password_of(user: &str) -> Option<&'static str> {
-    match user {
-        "root" | "admin" => Some(""),
-        _ => None,
-    }
-}
-
 struct Prepared {
     sql: String,
     params: usize,
@@ -95,7 +87,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     }
     let host = peer.ip().to_string();
     let ok_auth =
-        password_of(&hs.user).is_some_and(|pw| check_native_password(&scramble, pw, &hs.auth));
+        crate::auth::password_of(&hs.user).is_some_and(|pw| check_native_password(&scramble, pw, &hs.auth));
     if !ok_auth {
         let e = TethysError::AccessDenied {
             user: format!("{}@{}", hs.user, host),

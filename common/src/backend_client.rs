@@ -1,5 +1,6 @@
-//! Connections from the FE to backends: the `BackendService` control plane
-//! and the Arrow Flight data plane, over lazily connected gRPC channels.
+//! Clients of backends (used by the FE, and by a BE coordinating a load):
+//! the `BackendService` control plane and the Arrow Flight data plane, over
+//! lazily connected gRPC channels.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,12 +13,26 @@ use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_client::FlightServiceClient;
 use futures::{StreamExt, TryStreamExt};
 use prost::Message;
-use tethys_common::{Result, TethysError};
+use crate::{Result, TethysError};
 use tethys_proto::backend_service_client::BackendServiceClient;
 use tethys_proto::{ExecFragmentRequest, WriteRequest, WriteResponse};
 use tonic::transport::{Channel, Endpoint};
 
-use crate::catalog::BackendInfo;
+
+/// Where a backend listens.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BackendInfo {
+    pub id: i64,
+    pub host: String,
+    pub rpc_port: u16,
+    pub http_port: u16,
+}
+
+impl BackendInfo {
+    pub fn rpc_url(&self) -> String {
+        format!("http://{}:{}", self.host, self.rpc_port)
+    }
+}
 
 const MAX_MESSAGE: usize = 256 << 20;
 

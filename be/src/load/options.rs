@@ -1,0 +1,201 @@
+//! Stream Load request headers.
+
+use axum::http::HeaderMap;
+use tethys_common::{Result, TethysError};
+
+/// Input formats.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Format {
+    Csv,
+    Json,
+}
+
+/// Everything the headers of one load say.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub label: String,
+    pub format: Format,
+    pub column_separator: Vec<u8>,
+    pub line_delimiter: Vec<u8>,
+    pub columns: Option<Vec<String>>,
+    pub max_filter_ratio: f64,
+    pub strict_mode: bool,
+    pub timeout_secs: i64,
+    pub skip_lines: usize,
+    pub trim_double_quotes: bool,
+    pub strip_outer_array: bool,
+    pub read_json_by_line: bool,
+    pub two_phase_commit: bool,
+    pub comment: String,
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
+}
+
+fn flag(h: &HeaderMap, name: &str) -> Result<bool> {
+    match header(h, name).map(|v| v.to_ascii_lowercase()) {
+        None => Ok(false),
+        Some(v) if v == "true" => Ok(true),
+        Some(v) if v == "false" || v.is_empty() => Ok(false),
+        Some(v) => Err(TethysError::Analysis(format!("invalid value of header {name}: {v}"))),
+    }
+}
+
+/// Decodes a separator: `\t`, `\n`, `\x01`-style escapes, or literal bytes.
+pub fn separator(text: &str) -> Result<Vec<u8>> {
+    let b = text.as_bytes();
+    let mut out = vec![];
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 1 < b.len() {
+            match b[i + 1] {
+                b't' => {
+                    out.push(b'\t');
+                    i += 2;
+                    continue;
+                }
+                b'n' => {
+                    out.push(b'\n');
+                    i += 2;
+                    continue;
+                }
+                b'r' => {
+                    out.push(b'\r');
+                    i += 2;
+                    continue;
+                }
+                b'x' if i + 4 <= b.len() => {
+                    let hex = std::str::from_utf8(&b[i + 2..i + 4]).unwrap_or("");
+                    let v = u8::from_str_radix(hex, 16)
+                        .map_err(|_| TethysError::Analysis(format!("invalid separator {text}")))?;
+                    out.push(v);
+                    i += 4;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    if out.is_empty() {
+        return Err(TethysError::Analysis("a separator cannot be empty".into()));
+    }
+    Ok(out)
+}
+
+impl LoadOptions {
+    /// Reads the headers; unsupported ones are refused with a clear message.
+    pub fn from_headers(h: &HeaderMap) -> Result<LoadOptions> {
+        for (name, what) in [
+            ("where", "the where header"),
+            ("partitions", "the partitions header"),
+            ("temporary_partitions", "the temporary_partitions header"),
+            ("enclose", "the enclose header"),
+            ("escape", "the escape header"),
+            ("jsonpaths", "the jsonpaths header"),
+            ("json_root", "the json_root header"),
+            ("compress_type", "compressed bodies (compress_type)"),
+            ("merge_type", "merge_type"),
+            ("partial_columns", "partial column updates"),
+        ] {
+            if header(h, name).is_some_and(|v| !v.is_empty()) {
+                return Err(TethysError::NotSupported(format!("{what} is not supported yet")));
+            }
+        }
+        if let Some(g) = header(h, "group_commit")
+            && !g.eq_ignore_ascii_case("off_mode")
+        {
+            if !["sync_mode", "async_mode"].contains(&g.to_ascii_lowercase().as_str()) {
+                return Err(TethysError::Analysis(
+                    "Header `group_commit` can only be `sync_mode`, `async_mode` or `off_mode`.".into(),
+                ));
+            }
+            return Err(TethysError::NotSupported("group commit is not supported yet".into()));
+        }
+        let fmt = header(h, "format").unwrap_or("csv").to_ascii_lowercase();
+        let (format, mut skip_lines) = match fmt.as_str() {
+            "csv" | "" => (Format::Csv, 0),
+            "csv_with_names" => (Format::Csv, 1),
+            "csv_with_names_and_types" => (Format::Csv, 2),
+            "json" => (Format::Json, 0),
+            other => {
+                return Err(TethysError::Analysis(format!("unknown data format, format={other}")));
+            }
+        };
+        if skip_lines == 0
+            && let Some(s) = header(h, "skip_lines")
+        {
+            skip_lines = s
+                .parse()
+                .map_err(|_| TethysError::Analysis(format!("invalid skip_lines: {s}")))?;
+        }
+        let columns = match header(h, "columns") {
+            Some(c) if !c.is_empty() => {
+                if c.contains('=') {
+                    return Err(TethysError::NotSupported(
+                        "expressions in the columns header are not supported yet; list column names only".into(),
+                    ));
+                }
+                Some(
+                    c.split(',')
+                        .map(|s| s.trim().trim_matches('`').to_string())
+                        .filter(|s| !s.is_empty())
+                        .collect(),
+                )
+            }
+            _ => None,
+        };
+        let max_filter_ratio = match header(h, "max_filter_ratio") {
+            Some(v) => {
+                let r: f64 = v
+                    .parse()
+                    .map_err(|_| TethysError::Analysis(format!("invalid max_filter_ratio: {v}")))?;
+                if !(0.0..=1.0).contains(&r) {
+                    return Err(TethysError::Analysis(format!("max_filter_ratio must be between 0 and 1: {v}")));
+                }
+                r
+            }
+            None => 0.0,
+        };
+        let timeout_secs = match header(h, "timeout") {
+            Some(v) => v
+                .parse::<i64>()
+                .ok()
+                .filter(|t| *t > 0)
+                .ok_or_else(|| TethysError::Analysis("Invalid timeout format".into()))?,
+            None => 0,
+        };
+        Ok(LoadOptions {
+            label: header(h, "label").unwrap_or_default().to_string(),
+            format,
+            column_separator: separator(header(h, "column_separator").unwrap_or("\\t"))?,
+            line_delimiter: separator(header(h, "line_delimiter").unwrap_or("\\n"))?,
+            columns,
+            max_filter_ratio,
+            strict_mode: flag(h, "strict_mode")?,
+            timeout_secs,
+            skip_lines,
+            trim_double_quotes: flag(h, "trim_double_quotes")?,
+            strip_outer_array: flag(h, "strip_outer_array")?,
+            read_json_by_line: flag(h, "read_json_by_line")?,
+            two_phase_commit: flag(h, "two_phase_commit")?,
+            comment: header(h, "comment").unwrap_or_default().to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn separators() {
+        assert_eq!(separator("\\t").unwrap(), b"\t");
+        assert_eq!(separator(",").unwrap(), b",");
+        assert_eq!(separator("\\x01").unwrap(), vec![1u8]);
+        assert_eq!(separator("||").unwrap(), b"||");
+        assert!(separator("").is_err());
+    }
+}

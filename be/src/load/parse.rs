@@ -1,0 +1,235 @@
+//! Splitting a streamed body into source rows: CSV lines and fields (multi-
+//! byte separators, `\N` for NULL), or JSON objects (one per line, or the
+//! elements of an outer array).
+
+use tethys_common::{Result, TethysError};
+
+use super::options::{Format, LoadOptions};
+
+/// One source row: its fields (`None` = NULL) and its text for error reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceRow {
+    pub fields: Vec<Option<String>>,
+    pub raw: String,
+}
+
+/// Largest JSON body read as a whole (Doris' `streaming_load_json_max_mb`).
+pub const JSON_MAX_BYTES: usize = 100 << 20;
+
+fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
+    if needle.len() == 1 {
+        return hay[from..].iter().position(|b| *b == needle[0]).map(|p| p + from);
+    }
+    hay[from..]
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|p| p + from)
+}
+
+/// Splits one CSV line into fields.
+pub fn split_csv(line: &[u8], sep: &[u8], trim_quotes: bool) -> SourceRow {
+    let text = String::from_utf8_lossy(line).to_string();
+    let mut fields = vec![];
+    let mut start = 0;
+    loop {
+        let end = find(line, sep, start).unwrap_or(line.len());
+        let mut f = &line[start..end];
+        if trim_quotes && f.len() >= 2 && f[0] == b'"' && f[f.len() - 1] == b'"' {
+            f = &f[1..f.len() - 1];
+        }
+        fields.push(if f == b"\\N" {
+            None
+        } else {
+            Some(String::from_utf8_lossy(f).to_string())
+        });
+        if end >= line.len() {
+            break;
+        }
+        start = end + sep.len();
+    }
+    SourceRow { fields, raw: text }
+}
+
+/// Field text of a JSON value.
+fn json_field(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// Maps one JSON object to fields in `names` order (keys match case-insensitively).
+pub fn json_row(v: &serde_json::Value, names: &[String]) -> std::result::Result<SourceRow, String> {
+    let raw = v.to_string();
+    let serde_json::Value::Object(map) = v else {
+        return Err(format!("a JSON row must be an object: {raw}"));
+    };
+    let fields = names
+        .iter()
+        .map(|n| {
+            map.get(n)
+                .or_else(|| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v))
+                .and_then(json_field)
+        })
+        .collect();
+    Ok(SourceRow { fields, raw })
+}
+
+/// Incremental splitter over body chunks.
+pub struct RowSplitter {
+    opts: LoadOptions,
+    names: Vec<String>,
+    buf: Vec<u8>,
+    skipped: usize,
+    json_whole: Vec<u8>,
+}
+
+/// A row, or a line that could not be read as a row (reason, text).
+pub type Parsed = std::result::Result<SourceRow, (String, String)>;
+
+impl RowSplitter {
+    pub fn new(opts: LoadOptions, names: Vec<String>) -> Self {
+        RowSplitter {
+            opts,
+            names,
+            buf: Vec::new(),
+            skipped: 0,
+            json_whole: Vec::new(),
+        }
+    }
+
+    fn by_lines(&self) -> bool {
+        self.opts.format == Format::Csv || self.opts.read_json_by_line
+    }
+
+    fn line(&mut self, line: &[u8], out: &mut Vec<Parsed>) {
+        if self.skipped < self.opts.skip_lines {
+            self.skipped += 1;
+            return;
+        }
+        match self.opts.format {
+            Format::Csv => out.push(Ok(split_csv(line, &self.opts.column_separator, self.opts.trim_double_quotes))),
+            Format::Json => {
+                let trimmed = String::from_utf8_lossy(line);
+                if trimmed.trim().is_empty() {
+                    return;
+                }
+                match serde_json::from_str::<serde_json::Value>(trimmed.trim()) {
+                    Ok(v) => out.push(json_row(&v, &self.names).map_err(|e| (e, trimmed.to_string()))),
+                    Err(e) => out.push(Err((format!("Parse json data failed: {e}"), trimmed.to_string()))),
+                }
+            }
+        }
+    }
+
+    /// Feeds a chunk; returns the rows completed by it.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Parsed>> {
+        let mut out = vec![];
+        if !self.by_lines() {
+            if self.json_whole.len() + chunk.len() > JSON_MAX_BYTES {
+                return Err(TethysError::DataQuality(format!(
+                    "The size of this batch exceed the max size [{JSON_MAX_BYTES}] of json type data; \
+                     split the file, or use read_json_by_line"
+                )));
+            }
+            self.json_whole.extend_from_slice(chunk);
+            return Ok(out);
+        }
+        self.buf.extend_from_slice(chunk);
+        let delim = self.opts.line_delimiter.clone();
+        let mut start = 0;
+        while let Some(end) = find(&self.buf, &delim, start) {
+            let line = self.buf[start..end].to_vec();
+            self.line(&line, &mut out);
+            start = end + delim.len();
+        }
+        self.buf.drain(..start);
+        Ok(out)
+    }
+
+    /// Ends the body; returns the last rows.
+    pub fn finish(&mut self) -> Result<Vec<Parsed>> {
+        let mut out = vec![];
+        if !self.by_lines() {
+            let whole = std::mem::take(&mut self.json_whole);
+            let text = String::from_utf8_lossy(&whole);
+            if text.trim().is_empty() {
+                return Ok(out);
+            }
+            let v: serde_json::Value = serde_json::from_str(text.trim())
+                .map_err(|e| TethysError::DataQuality(format!("Parse json data failed: {e}")))?;
+            match v {
+                serde_json::Value::Array(items) => {
+                    if !self.opts.strip_outer_array {
+                        return Err(TethysError::DataQuality(
+                            "JSON data is array-object, `strip_outer_array` must be TRUE.".into(),
+                        ));
+                    }
+                    for item in &items {
+                        out.push(json_row(item, &self.names).map_err(|e| (e, item.to_string())));
+                    }
+                }
+                obj => out.push(json_row(&obj, &self.names).map_err(|e| (e, obj.to_string()))),
+            }
+            return Ok(out);
+        }
+        let rest = std::mem::take(&mut self.buf);
+        if !rest.is_empty() {
+            self.line(&rest, &mut out);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(format: Format) -> LoadOptions {
+        LoadOptions {
+            label: String::new(),
+            format,
+            column_separator: b"||".to_vec(),
+            line_delimiter: b"\n".to_vec(),
+            columns: None,
+            max_filter_ratio: 0.0,
+            strict_mode: false,
+            timeout_secs: 0,
+            skip_lines: 1,
+            trim_double_quotes: true,
+            strip_outer_array: true,
+            read_json_by_line: false,
+            two_phase_commit: false,
+            comment: String::new(),
+        }
+    }
+
+    #[test]
+    fn csv_across_chunks() {
+        let mut s = RowSplitter::new(opts(Format::Csv), vec![]);
+        let mut rows = s.feed(b"header\na||\"b\"||\\N\nc|").unwrap();
+        rows.extend(s.feed(b"|d").unwrap());
+        rows.extend(s.finish().unwrap());
+        let rows: Vec<SourceRow> = rows.into_iter().map(|r| r.unwrap()).collect();
+        assert_eq!(rows[0].fields, vec![Some("a".into()), Some("b".into()), None]);
+        assert_eq!(rows[1].fields, vec![Some("c".into()), Some("d".into())]);
+    }
+
+    #[test]
+    fn json_array_and_lines() {
+        let names = vec!["id".to_string(), "name".to_string()];
+        let mut o = opts(Format::Json);
+        o.skip_lines = 0;
+        let mut s = RowSplitter::new(o.clone(), names.clone());
+        s.feed(br#"[{"id": 1, "NAME": "a"}, {"id": 2}]"#).unwrap();
+        let rows = s.finish().unwrap();
+        assert_eq!(rows[0].as_ref().unwrap().fields, vec![Some("1".into()), Some("a".into())]);
+        assert_eq!(rows[1].as_ref().unwrap().fields, vec![Some("2".into()), None]);
+        o.read_json_by_line = true;
+        let mut s = RowSplitter::new(o, names);
+        let rows = s.feed(b"{\"id\":3,\"name\":\"c\"}\nnot json\n").unwrap();
+        assert!(rows[0].is_ok());
+        assert!(rows[1].is_err());
+    }
+}

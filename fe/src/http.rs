@@ -1,0 +1,144 @@
+//! The FE HTTP port (8030 by default): Stream Load entry (authenticated, then
+//! redirected with 307 to a backend chosen round-robin), two-phase commit,
+//! health.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use tethys_proto::TxnOperationRequest;
+use tethys_proto::frontend_service_server::FrontendService;
+
+use crate::frontend::Frontend;
+
+#[derive(Clone)]
+struct HttpState {
+    fe: Arc<Frontend>,
+    next_be: Arc<AtomicUsize>,
+}
+
+/// The FE HTTP routes.
+pub fn router(fe: Arc<Frontend>) -> Router {
+    let state = HttpState {
+        fe,
+        next_be: Arc::new(AtomicUsize::new(0)),
+    };
+    Router::new()
+        .route(
+            "/api/health",
+            get(|| async { axum::Json(serde_json::json!({"status": "OK", "msg": "success"})) }),
+        )
+        .route("/api/{db}/{table}/_stream_load", put(redirect_load))
+        .route("/api/{db}/_stream_load_2pc", put(two_phase))
+        .route("/api/{db}/{table}/_stream_load_2pc", put(two_phase))
+        .with_state(state)
+}
+
+fn json(status: StatusCode, v: serde_json::Value) -> Response {
+    (status, [("content-type", "application/json")], v.to_string()).into_response()
+}
+
+fn auth(headers: &HeaderMap) -> Result<(String, String), Response> {
+    use base64::Engine;
+    let denied = |msg: &str| {
+        json(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({"status": "FAILED", "msg": msg, "Status": "Fail", "Message": msg}),
+        )
+    };
+    let raw = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic ").or_else(|| v.strip_prefix("basic ")))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(|| denied("no valid Basic authorization"))?;
+    let (u, p) = raw.split_once(':').unwrap_or((raw.as_str(), ""));
+    if !crate::auth::check_password(u, p) {
+        return Err(denied(&format!(
+            "Access denied for user '{u}' (using password: {})",
+            if p.is_empty() { "NO" } else { "YES" }
+        )));
+    }
+    Ok((u.to_string(), p.to_string()))
+}
+
+/// `PUT /api/{db}/{table}/_stream_load` on the FE: check, then redirect the
+/// client to a backend that coordinates the load. The FE never reads the body.
+async fn redirect_load(
+    State(st): State<HttpState>,
+    Path((db, table)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = auth(&headers) {
+        return r;
+    }
+    let fail = |msg: String| json(StatusCode::OK, serde_json::json!({"Status": "Fail", "Message": msg, "status": "FAILED", "msg": msg}));
+    let backends: Vec<_> = {
+        let s = st.fe.catalog.read();
+        let Some(d) = s.database(&db) else {
+            return fail(format!("unknown database, database={db}"));
+        };
+        if d.table(&table).is_none() {
+            return fail(format!("unknown table, table={table}"));
+        }
+        s.backends.values().cloned().collect()
+    };
+    if backends.is_empty() {
+        return fail("No backend is available to coordinate the load".into());
+    }
+    let be = &backends[st.next_be.fetch_add(1, Ordering::Relaxed) % backends.len()];
+    let mut location = format!("http://{}:{}/api/{db}/{table}/_stream_load", be.host, be.http_port);
+    if let Some(q) = query {
+        location.push('?');
+        location.push_str(&q);
+    }
+    (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, location)]).into_response()
+}
+
+/// `PUT /api/{db}[/{table}]/_stream_load_2pc` on the FE.
+async fn two_phase(
+    State(st): State<HttpState>,
+    Path(params): Path<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let (user, password) = match auth(&headers) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_string());
+    let txn_id = match h("txn_id") {
+        Some(t) => match t.parse::<i64>() {
+            Ok(v) => v,
+            Err(_) => {
+                return json(
+                    StatusCode::OK,
+                    serde_json::json!({"status": "Fail", "msg": format!("convert txn_id [{t}] failed")}),
+                );
+            }
+        },
+        None => 0,
+    };
+    let rpc = crate::rpc::FrontendRpc::new(st.fe.clone());
+    let req = TxnOperationRequest {
+        user,
+        password,
+        db: params.get("db").cloned().unwrap_or_default(),
+        txn_id,
+        label: h("label").unwrap_or_default(),
+        operation: h("txn_operation").unwrap_or_default(),
+    };
+    match rpc.txn_operation(tonic::Request::new(req)).await {
+        Ok(r) => json(
+            StatusCode::OK,
+            serde_json::json!({"status": "Success", "msg": r.into_inner().message}),
+        ),
+        Err(s) => json(StatusCode::OK, serde_json::json!({"status": "Fail", "msg": s.message()})),
+    }
+}

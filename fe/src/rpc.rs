@@ -1,0 +1,228 @@
+//! `FrontendService`: what backends ask of the FE. A coordinator BE running a
+//! Stream Load begins the load transaction here (label checked, plan
+//! returned), and finishes it (commit, pre-commit or abort); two-phase commit
+//! operations arrive here too.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tethys_common::TethysError;
+use tethys_proto::frontend_service_server::FrontendService;
+use tethys_proto::*;
+use tonic::{Request, Response, Status};
+
+use crate::catalog::{Bound, Distribution, Table, TxnState};
+use crate::frontend::Frontend;
+
+/// Default Stream Load timeout, as Doris' `stream_load_default_timeout_second`.
+pub const DEFAULT_LOAD_TIMEOUT_SECS: i64 = 259_200;
+
+pub struct FrontendRpc {
+    fe: Arc<Frontend>,
+}
+
+impl FrontendRpc {
+    pub fn new(fe: Arc<Frontend>) -> Self {
+        FrontendRpc { fe }
+    }
+}
+
+fn status(e: TethysError) -> Status {
+    Status::from(e)
+}
+
+fn authenticate(user: &str, password: &str) -> Result<(), Status> {
+    if crate::auth::check_password(user, password) {
+        Ok(())
+    } else {
+        Err(Status::unauthenticated(format!(
+            "Access denied for user '{user}' (using password: {})",
+            if password.is_empty() { "NO" } else { "YES" }
+        )))
+    }
+}
+
+/// The load plan of a table: schema, partitions, buckets and tablet locations.
+pub fn load_plan(t: &Table, backends: &[crate::catalog::BackendInfo]) -> LoadPlanPb {
+    let text = |b: Bound| match b {
+        Bound::Value(v) => Some(v.to_string()),
+        _ => None,
+    };
+    LoadPlanPb {
+        table_id: t.id,
+        schema: Some(t.schema.to_pb()),
+        partition_column: t
+            .partition_column
+            .as_ref()
+            .and_then(|c| t.schema.index_of(c))
+            .map(|i| i as i32)
+            .unwrap_or(-1),
+        partitions: t
+            .partitions
+            .iter()
+            .map(|p| PartitionRoutePb {
+                partition_id: p.id,
+                lower: p.range.and_then(|r| text(r.0)),
+                upper: p.range.and_then(|r| text(r.1)),
+                tablet_ids: p.tablets.iter().map(|x| x.id).collect(),
+                backend_ids: p.tablets.iter().map(|x| x.backend_id).collect(),
+            })
+            .collect(),
+        hash_columns: match &t.distribution {
+            Distribution::Hash { columns, .. } => columns
+                .iter()
+                .filter_map(|c| t.schema.index_of(c))
+                .map(|i| i as u32)
+                .collect(),
+            Distribution::Random { .. } => vec![],
+        },
+        random_buckets: matches!(t.distribution, Distribution::Random { .. }),
+        backends: backends
+            .iter()
+            .map(|b| BackendAddrPb {
+                id: b.id,
+                host: b.host.clone(),
+                rpc_port: b.rpc_port as u32,
+                http_port: b.http_port as u32,
+            })
+            .collect(),
+        defaults: t
+            .schema
+            .columns
+            .iter()
+            .map(|c| c.default.clone().unwrap_or_default())
+            .collect(),
+        has_default: t.schema.columns.iter().map(|c| c.default.is_some()).collect(),
+    }
+}
+
+#[tonic::async_trait]
+impl FrontendService for FrontendRpc {
+    async fn begin_load(&self, req: Request<BeginLoadRequest>) -> Result<Response<BeginLoadResponse>, Status> {
+        let r = req.into_inner();
+        authenticate(&r.user, &r.password)?;
+        let (table, backends, db) = {
+            let s = self.fe.catalog.read();
+            let d = s
+                .database(&r.db)
+                .ok_or_else(|| Status::not_found(format!("unknown database, database={}", r.db)))?;
+            let t = d
+                .table(&r.table)
+                .ok_or_else(|| Status::not_found(format!("unknown table, table={}", r.table)))?;
+            (t.clone(), s.backends.values().cloned().collect::<Vec<_>>(), d.name.clone())
+        };
+        let label = (!r.label.is_empty()).then(|| r.label.clone());
+        let timeout = if r.timeout_secs > 0 {
+            r.timeout_secs
+        } else {
+            DEFAULT_LOAD_TIMEOUT_SECS
+        };
+        match self
+            .fe
+            .txn
+            .begin_with_timeout(&db, label, "BACKEND_STREAMING", timeout * 1000)
+        {
+            Ok(txn) => Ok(Response::new(BeginLoadResponse {
+                txn_id: txn.id,
+                label: txn.label,
+                plan: Some(load_plan(&table, &backends)),
+                ..Default::default()
+            })),
+            Err(e @ TethysError::LabelAlreadyExists { .. }) => {
+                let TethysError::LabelAlreadyExists { label, txn_id, status } = &e else {
+                    return Err(status_of(e));
+                };
+                Ok(Response::new(BeginLoadResponse {
+                    label: label.clone(),
+                    label_exists: true,
+                    existing_status: status.clone(),
+                    existing_txn_id: *txn_id,
+                    message: e.to_string(),
+                    ..Default::default()
+                }))
+            }
+            Err(e) => Err(status(e)),
+        }
+    }
+
+    async fn finish_load(&self, req: Request<FinishLoadRequest>) -> Result<Response<FinishLoadResponse>, Status> {
+        let r = req.into_inner();
+        let touched: BTreeSet<(i64, i64)> = r.touched_partitions.iter().map(|p| (r.table_id, *p)).collect();
+        let state = match r.action.as_str() {
+            "COMMIT" => {
+                self.fe.txn.commit_and_publish(r.txn_id, &touched).await.map_err(status)?;
+                TxnState::Visible
+            }
+            "PRECOMMIT" => {
+                self.fe.txn.precommit(r.txn_id, &touched).map_err(status)?;
+                TxnState::Precommitted
+            }
+            "ABORT" => {
+                self.fe.txn.abort(r.txn_id, &r.reason).await.map_err(status)?;
+                TxnState::Aborted
+            }
+            other => return Err(Status::invalid_argument(format!("unknown load action {other}"))),
+        };
+        Ok(Response::new(FinishLoadResponse {
+            status: state.name().to_string(),
+        }))
+    }
+
+    async fn txn_operation(
+        &self,
+        req: Request<TxnOperationRequest>,
+    ) -> Result<Response<TxnOperationResponse>, Status> {
+        let r = req.into_inner();
+        authenticate(&r.user, &r.password)?;
+        let op = r.operation.to_ascii_lowercase();
+        if op != "commit" && op != "abort" {
+            return Err(Status::invalid_argument("transaction operation should be 'commit' or 'abort'"));
+        }
+        let (txn_id, state) = {
+            let s = self.fe.catalog.read();
+            let db = s
+                .database(&r.db)
+                .map(|d| d.name.clone())
+                .ok_or_else(|| Status::not_found(format!("unknown database, database={}", r.db)))?;
+            let found = if r.txn_id > 0 {
+                s.txns.get(&r.txn_id).filter(|t| t.db == db)
+            } else {
+                s.txns
+                    .values()
+                    .filter(|t| t.db == db && t.label == r.label)
+                    .max_by_key(|t| t.id)
+            };
+            let t = found.ok_or_else(|| {
+                if r.txn_id > 0 {
+                    Status::not_found(format!("transaction [{}] not found", r.txn_id))
+                } else {
+                    Status::not_found(format!("label [{}] not found", r.label))
+                }
+            })?;
+            (t.id, t.state)
+        };
+        if state != TxnState::Precommitted {
+            return Err(Status::failed_precondition(format!(
+                "transaction [{txn_id}] is already {}, not pre-committed.",
+                state.name().to_lowercase()
+            )));
+        }
+        if op == "commit" {
+            self.fe.txn.commit_precommitted(txn_id).await.map_err(status)?;
+        } else {
+            self.fe.txn.abort(txn_id, "aborted by two-phase commit").await.map_err(status)?;
+        }
+        let who = if r.txn_id > 0 {
+            format!("transaction [{txn_id}]")
+        } else {
+            format!("label [{}]", r.label)
+        };
+        Ok(Response::new(TxnOperationResponse {
+            message: format!("{who} {op} successfully."),
+        }))
+    }
+}
+
+fn status_of(e: TethysError) -> Status {
+    Status::from(e)
+}
