@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::{Result, TethysError};
 use arrow::array::RecordBatch;
 use arrow_flight::FlightDescriptor;
 use arrow_flight::decode::FlightRecordBatchStream;
@@ -13,11 +14,9 @@ use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_client::FlightServiceClient;
 use futures::{StreamExt, TryStreamExt};
 use prost::Message;
-use crate::{Result, TethysError};
 use tethys_proto::backend_service_client::BackendServiceClient;
 use tethys_proto::{ExecFragmentRequest, WriteRequest, WriteResponse};
 use tonic::transport::{Channel, Endpoint};
-
 
 /// Where a backend listens.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

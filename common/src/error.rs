@@ -54,8 +54,14 @@ pub enum TethysError {
     #[error("Unknown character set: '{0}'")]
     UnknownCharset(String),
     /// A load label already used by a transaction that was not aborted.
-    #[error("[LABEL_ALREADY_EXISTS] Label [{label}] has already been used, relate to txn [{txn_id}], status [{status}].")]
-    LabelAlreadyExists { label: String, txn_id: i64, status: String },
+    #[error(
+        "[LABEL_ALREADY_EXISTS] Label [{label}] has already been used, relate to txn [{txn_id}], status [{status}]."
+    )]
+    LabelAlreadyExists {
+        label: String,
+        txn_id: i64,
+        status: String,
+    },
     /// A statement or feature Tethys does not support (yet).
     #[error("{0}")]
     NotSupported(String),

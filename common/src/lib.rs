@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod fsutil;
 pub mod functions;
+pub mod http_auth;
 pub mod plan;
 pub mod routing;
 pub mod schema;

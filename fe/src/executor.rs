@@ -566,7 +566,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
                         t.reason.clone(),
                         "0".into(),
                         "-1".into(),
-                        "14400000".into(),
+                        t.timeout_ms.to_string(),
                         String::new(),
                     ]
                 })

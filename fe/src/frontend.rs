@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use tethys_common::backend_client::BackendPool;
 use crate::catalog::Catalog;
 use crate::txn::TxnManager;
+use tethys_common::backend_client::BackendPool;
 
 /// One client connection as other connections see it.
 #[derive(Debug)]

@@ -40,32 +40,35 @@ pub fn router(fe: Arc<Frontend>) -> Router {
 }
 
 fn json(status: StatusCode, v: serde_json::Value) -> Response {
-    (status, [("content-type", "application/json")], v.to_string()).into_response()
+    (
+        status,
+        [("content-type", "application/json")],
+        v.to_string(),
+    )
+        .into_response()
 }
 
-fn auth(headers: &HeaderMap) -> Result<(String, String), Response> {
-    use base64::Engine;
-    let denied = |msg: &str| {
-        json(
-            StatusCode::UNAUTHORIZED,
-            serde_json::json!({"status": "FAILED", "msg": msg, "Status": "Fail", "Message": msg}),
-        )
-    };
-    let raw = headers
+fn denied(msg: &str) -> Response {
+    json(
+        StatusCode::UNAUTHORIZED,
+        serde_json::json!({"status": "FAILED", "msg": msg, "Status": "Fail", "Message": msg}),
+    )
+}
+
+/// Checks basic authorization; the error is the message for a 401.
+fn auth(headers: &HeaderMap) -> Result<(String, String), String> {
+    let (u, p) = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Basic ").or_else(|| v.strip_prefix("basic ")))
-        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b.trim()).ok())
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| denied("no valid Basic authorization"))?;
-    let (u, p) = raw.split_once(':').unwrap_or((raw.as_str(), ""));
-    if !crate::auth::check_password(u, p) {
-        return Err(denied(&format!(
+        .and_then(tethys_common::http_auth::decode_basic_auth)
+        .ok_or_else(|| "no valid Basic authorization".to_string())?;
+    if !crate::auth::check_password(&u, &p) {
+        return Err(format!(
             "Access denied for user '{u}' (using password: {})",
             if p.is_empty() { "NO" } else { "YES" }
-        )));
+        ));
     }
-    Ok((u.to_string(), p.to_string()))
+    Ok((u, p))
 }
 
 /// `PUT /api/{db}/{table}/_stream_load` on the FE: check, then redirect the
@@ -76,10 +79,15 @@ async fn redirect_load(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = auth(&headers) {
-        return r;
+    if let Err(m) = auth(&headers) {
+        return denied(&m);
     }
-    let fail = |msg: String| json(StatusCode::OK, serde_json::json!({"Status": "Fail", "Message": msg, "status": "FAILED", "msg": msg}));
+    let fail = |msg: String| {
+        json(
+            StatusCode::OK,
+            serde_json::json!({"Status": "Fail", "Message": msg, "status": "FAILED", "msg": msg}),
+        )
+    };
     let backends: Vec<_> = {
         let s = st.fe.catalog.read();
         let Some(d) = s.database(&db) else {
@@ -94,12 +102,19 @@ async fn redirect_load(
         return fail("No backend is available to coordinate the load".into());
     }
     let be = &backends[st.next_be.fetch_add(1, Ordering::Relaxed) % backends.len()];
-    let mut location = format!("http://{}:{}/api/{db}/{table}/_stream_load", be.host, be.http_port);
+    let mut location = format!(
+        "http://{}:{}/api/{db}/{table}/_stream_load",
+        be.host, be.http_port
+    );
     if let Some(q) = query {
         location.push('?');
         location.push_str(&q);
     }
-    (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, location)]).into_response()
+    (
+        StatusCode::TEMPORARY_REDIRECT,
+        [(header::LOCATION, location)],
+    )
+        .into_response()
 }
 
 /// `PUT /api/{db}[/{table}]/_stream_load_2pc` on the FE.
@@ -110,9 +125,14 @@ async fn two_phase(
 ) -> Response {
     let (user, password) = match auth(&headers) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err(m) => return denied(&m),
     };
-    let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_string());
+    let h = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.trim().to_string())
+    };
     let txn_id = match h("txn_id") {
         Some(t) => match t.parse::<i64>() {
             Ok(v) => v,
@@ -139,6 +159,9 @@ async fn two_phase(
             StatusCode::OK,
             serde_json::json!({"status": "Success", "msg": r.into_inner().message}),
         ),
-        Err(s) => json(StatusCode::OK, serde_json::json!({"status": "Fail", "msg": s.message()})),
+        Err(s) => json(
+            StatusCode::OK,
+            serde_json::json!({"status": "Fail", "msg": s.message()}),
+        ),
     }
 }

@@ -92,13 +92,21 @@ pub fn load_plan(t: &Table, backends: &[crate::catalog::BackendInfo]) -> LoadPla
             .iter()
             .map(|c| c.default.clone().unwrap_or_default())
             .collect(),
-        has_default: t.schema.columns.iter().map(|c| c.default.is_some()).collect(),
+        has_default: t
+            .schema
+            .columns
+            .iter()
+            .map(|c| c.default.is_some())
+            .collect(),
     }
 }
 
 #[tonic::async_trait]
 impl FrontendService for FrontendRpc {
-    async fn begin_load(&self, req: Request<BeginLoadRequest>) -> Result<Response<BeginLoadResponse>, Status> {
+    async fn begin_load(
+        &self,
+        req: Request<BeginLoadRequest>,
+    ) -> Result<Response<BeginLoadResponse>, Status> {
         let r = req.into_inner();
         authenticate(&r.user, &r.password)?;
         let (table, backends, db) = {
@@ -109,7 +117,11 @@ impl FrontendService for FrontendRpc {
             let t = d
                 .table(&r.table)
                 .ok_or_else(|| Status::not_found(format!("unknown table, table={}", r.table)))?;
-            (t.clone(), s.backends.values().cloned().collect::<Vec<_>>(), d.name.clone())
+            (
+                t.clone(),
+                s.backends.values().cloned().collect::<Vec<_>>(),
+                d.name.clone(),
+            )
         };
         let label = (!r.label.is_empty()).then(|| r.label.clone());
         let timeout = if r.timeout_secs > 0 {
@@ -129,7 +141,12 @@ impl FrontendService for FrontendRpc {
                 ..Default::default()
             })),
             Err(e @ TethysError::LabelAlreadyExists { .. }) => {
-                let TethysError::LabelAlreadyExists { label, txn_id, status } = &e else {
+                let TethysError::LabelAlreadyExists {
+                    label,
+                    txn_id,
+                    status,
+                } = &e
+                else {
                     return Err(status_of(e));
                 };
                 Ok(Response::new(BeginLoadResponse {
@@ -145,12 +162,23 @@ impl FrontendService for FrontendRpc {
         }
     }
 
-    async fn finish_load(&self, req: Request<FinishLoadRequest>) -> Result<Response<FinishLoadResponse>, Status> {
+    async fn finish_load(
+        &self,
+        req: Request<FinishLoadRequest>,
+    ) -> Result<Response<FinishLoadResponse>, Status> {
         let r = req.into_inner();
-        let touched: BTreeSet<(i64, i64)> = r.touched_partitions.iter().map(|p| (r.table_id, *p)).collect();
+        let touched: BTreeSet<(i64, i64)> = r
+            .touched_partitions
+            .iter()
+            .map(|p| (r.table_id, *p))
+            .collect();
         let state = match r.action.as_str() {
             "COMMIT" => {
-                self.fe.txn.commit_and_publish(r.txn_id, &touched).await.map_err(status)?;
+                self.fe
+                    .txn
+                    .commit_and_publish(r.txn_id, &touched)
+                    .await
+                    .map_err(status)?;
                 TxnState::Visible
             }
             "PRECOMMIT" => {
@@ -158,10 +186,18 @@ impl FrontendService for FrontendRpc {
                 TxnState::Precommitted
             }
             "ABORT" => {
-                self.fe.txn.abort(r.txn_id, &r.reason).await.map_err(status)?;
+                self.fe
+                    .txn
+                    .abort(r.txn_id, &r.reason)
+                    .await
+                    .map_err(status)?;
                 TxnState::Aborted
             }
-            other => return Err(Status::invalid_argument(format!("unknown load action {other}"))),
+            other => {
+                return Err(Status::invalid_argument(format!(
+                    "unknown load action {other}"
+                )));
+            }
         };
         Ok(Response::new(FinishLoadResponse {
             status: state.name().to_string(),
@@ -176,7 +212,9 @@ impl FrontendService for FrontendRpc {
         authenticate(&r.user, &r.password)?;
         let op = r.operation.to_ascii_lowercase();
         if op != "commit" && op != "abort" {
-            return Err(Status::invalid_argument("transaction operation should be 'commit' or 'abort'"));
+            return Err(Status::invalid_argument(
+                "transaction operation should be 'commit' or 'abort'",
+            ));
         }
         let (txn_id, state) = {
             let s = self.fe.catalog.read();
@@ -208,9 +246,17 @@ impl FrontendService for FrontendRpc {
             )));
         }
         if op == "commit" {
-            self.fe.txn.commit_precommitted(txn_id).await.map_err(status)?;
+            self.fe
+                .txn
+                .commit_precommitted(txn_id)
+                .await
+                .map_err(status)?;
         } else {
-            self.fe.txn.abort(txn_id, "aborted by two-phase commit").await.map_err(status)?;
+            self.fe
+                .txn
+                .abort(txn_id, "aborted by two-phase commit")
+                .await
+                .map_err(status)?;
         }
         let who = if r.txn_id > 0 {
             format!("transaction [{txn_id}]")

@@ -110,9 +110,11 @@ pub async fn serve(
         .await
         .map_err(|e| TethysError::io(format!("binding the FE rpc port {}", cfg.rpc_addr), e))?;
     let rpc = tonic::transport::Server::builder()
-        .add_service(tethys_proto::frontend_service_server::FrontendServiceServer::new(
-            crate::rpc::FrontendRpc::new(fe.clone()),
-        ))
+        .add_service(
+            tethys_proto::frontend_service_server::FrontendServiceServer::new(
+                crate::rpc::FrontendRpc::new(fe.clone()),
+            ),
+        )
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(rpc_listener),
             async move {

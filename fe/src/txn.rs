@@ -13,8 +13,8 @@ use std::sync::Arc;
 use tethys_common::{Result, TethysError};
 use tethys_proto::{AbortTxnRequest, PendingTxnsRequest, PublishVersionRequest, TabletVersion};
 
-use tethys_common::backend_client::BackendPool;
 use crate::catalog::{Catalog, EditOp, PartitionVersion, TxnRecord, TxnState};
+use tethys_common::backend_client::BackendPool;
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -54,7 +54,11 @@ impl TxnManager {
     ) -> Result<TxnRecord> {
         self.catalog.mutate(|state, ids| {
             let id = ids.alloc();
-            let prefix = if source == "INSERT_STREAMING" { "insert" } else { "stream_load" };
+            let prefix = if source == "INSERT_STREAMING" {
+                "insert"
+            } else {
+                "stream_load"
+            };
             let label = label.unwrap_or_else(|| format!("{prefix}_{:x}{:08x}", now_ms(), id));
             if let Some(t) = state
                 .txns
@@ -139,10 +143,9 @@ impl TxnManager {
     /// a commit or abort.
     pub fn precommit(&self, txn_id: i64, touched: &BTreeSet<(i64, i64)>) -> Result<()> {
         self.catalog.mutate(|state, _| {
-            let txn = state
-                .txns
-                .get(&txn_id)
-                .ok_or_else(|| TethysError::Analysis(format!("transaction [{txn_id}] not found")))?;
+            let txn = state.txns.get(&txn_id).ok_or_else(|| {
+                TethysError::Analysis(format!("transaction [{txn_id}] not found"))
+            })?;
             if txn.state != TxnState::Prepare {
                 return Err(TethysError::Analysis(format!(
                     "transaction [{txn_id}] is already {}",
@@ -164,10 +167,9 @@ impl TxnManager {
     pub async fn commit_precommitted(&self, txn_id: i64) -> Result<()> {
         let touched: BTreeSet<(i64, i64)> = {
             let s = self.catalog.read();
-            let t = s
-                .txns
-                .get(&txn_id)
-                .ok_or_else(|| TethysError::Analysis(format!("transaction [{txn_id}] not found")))?;
+            let t = s.txns.get(&txn_id).ok_or_else(|| {
+                TethysError::Analysis(format!("transaction [{txn_id}] not found"))
+            })?;
             if t.state != TxnState::Precommitted {
                 return Err(TethysError::Analysis(format!(
                     "transaction [{txn_id}] is already {}, not pre-committed.",
@@ -359,7 +361,9 @@ impl TxnManager {
                 let state = self.catalog.read().txns.get(&id).map(|t| t.state);
                 if !matches!(
                     state,
-                    Some(TxnState::Prepare) | Some(TxnState::Committed) | Some(TxnState::Precommitted)
+                    Some(TxnState::Prepare)
+                        | Some(TxnState::Committed)
+                        | Some(TxnState::Precommitted)
                 ) {
                     c.rpc()
                         .abort_txn(AbortTxnRequest { txn_id: id })

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringBuilder};
-use arrow::compute::{CastOptions, cast_with_options, filter_record_batch};
+use arrow::compute::{CastOptions, cast_with_options, filter};
 use arrow::datatypes::{DataType, SchemaRef};
 use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
@@ -35,19 +35,29 @@ pub struct Converted {
 impl Converter {
     /// `source_names`: the source columns in order (the `columns` header, or
     /// the table's columns).
-    pub fn new(schema: TableSchema, source_names: &[String], defaults: Vec<Option<String>>, strict: bool) -> Result<Self> {
+    pub fn new(
+        schema: TableSchema,
+        source_names: &[String],
+        defaults: Vec<Option<String>>,
+        strict: bool,
+    ) -> Result<Self> {
         let mut source_of = vec![None; schema.columns.len()];
         for (si, name) in source_names.iter().enumerate() {
             let ci = schema.index_of(name).ok_or_else(|| {
                 TethysError::Analysis(format!("Unknown column '{name}' in the columns header"))
             })?;
             if source_of[ci].is_some() {
-                return Err(TethysError::Analysis(format!("Duplicate column '{name}' in the columns header")));
+                return Err(TethysError::Analysis(format!(
+                    "Duplicate column '{name}' in the columns header"
+                )));
             }
             source_of[ci] = Some(si);
         }
         for (ci, c) in schema.columns.iter().enumerate() {
-            if source_of[ci].is_none() && !c.nullable && defaults.get(ci).is_none_or(|d| d.is_none()) {
+            if source_of[ci].is_none()
+                && !c.nullable
+                && defaults.get(ci).is_none_or(|d| d.is_none())
+            {
                 return Err(TethysError::Analysis(format!(
                     "Column '{}' is NOT NULL without a default and is missing from the load",
                     c.name
@@ -148,17 +158,28 @@ impl Converter {
             }
             columns.push(typed);
         }
+        let reasons_count = reasons.iter().filter(|r| r.is_some()).count();
         for (i, r) in reasons.into_iter().enumerate() {
             if let Some(reason) = r {
                 errors.push((reason, ok_rows[i].raw.clone()));
             }
         }
-        let batch = RecordBatch::try_new(self.arrow_schema.clone(), columns)?;
-        let batch = if keep.iter().all(|k| *k) {
-            batch
+        // Drop filtered rows before assembling the batch: they may hold NULLs
+        // that the NOT NULL columns of the schema do not allow.
+        let columns = if keep.iter().all(|k| *k) {
+            columns
         } else {
-            filter_record_batch(&batch, &BooleanArray::from(keep))?
+            let mask = BooleanArray::from(keep);
+            columns
+                .iter()
+                .map(|c| filter(c.as_ref(), &mask))
+                .collect::<std::result::Result<Vec<_>, _>>()?
         };
+        let batch = RecordBatch::try_new_with_options(
+            self.arrow_schema.clone(),
+            columns,
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(n - reasons_count)),
+        )?;
         Ok(Converted { batch, errors })
     }
 }
@@ -180,7 +201,11 @@ mod tests {
             aggregation: None,
         };
         TableSchema {
-            columns: vec![c("id", "int", false), c("name", "varchar(3)", true), c("d", "date", true)],
+            columns: vec![
+                c("id", "int", false),
+                c("name", "varchar(3)", true),
+                c("d", "date", true),
+            ],
             num_key_columns: 1,
             compression: "lz4".into(),
         }
@@ -206,13 +231,21 @@ mod tests {
                 row(&[Some("5"), Some("a"), Some("not a date")]),
             ])
             .unwrap();
-        assert_eq!(out.batch.num_rows(), 2, "row 1 and row 5 (bad date becomes NULL when not strict)");
+        assert_eq!(
+            out.batch.num_rows(),
+            2,
+            "row 1 and row 5 (bad date becomes NULL when not strict)"
+        );
         assert_eq!(out.errors.len(), 3);
-        assert!(out.errors.iter().any(|e| e.0.contains("less than schema column number. actual number: 2")));
+        assert!(out.errors.iter().any(|e| {
+            e.0.contains("less than schema column number. actual number: 2")
+        }));
         assert!(out.errors.iter().any(|e| e.0.contains("too long")));
         assert!(out.errors.iter().any(|e| e.0.contains("NOT NULL")));
         let strict = Converter::new(schema(), &names, vec![None, None, None], true).unwrap();
-        let out = strict.convert(&[row(&[Some("5"), Some("a"), Some("not a date")])]).unwrap();
+        let out = strict
+            .convert(&[row(&[Some("5"), Some("a"), Some("not a date")])])
+            .unwrap();
         assert_eq!(out.batch.num_rows(), 0);
         assert!(out.errors[0].0.contains("strict mode"));
         assert!(Converter::new(schema(), &["nope".to_string()], vec![], false).is_err());

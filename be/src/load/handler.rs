@@ -80,15 +80,10 @@ fn json(status: StatusCode, body: &impl Serialize) -> Response {
     (status, [("content-type", "application/json")], text).into_response()
 }
 
-/// Decodes `Authorization: Basic ...`.
+/// The user and password of a request's basic authorization.
 pub fn basic_auth(h: &HeaderMap) -> Option<(String, String)> {
-    use base64::Engine;
     let v = h.get("authorization")?.to_str().ok()?;
-    let b64 = v.strip_prefix("Basic ").or_else(|| v.strip_prefix("basic "))?;
-    let raw = base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()?;
-    let text = String::from_utf8(raw).ok()?;
-    let (u, p) = text.split_once(':').unwrap_or((text.as_str(), ""));
-    Some((u.to_string(), p.to_string()))
+    tethys_common::http_auth::decode_basic_auth(v)
 }
 
 fn unauthorized(msg: &str) -> Response {
@@ -107,7 +102,12 @@ fn router_of(plan: &LoadPlanPb) -> Router {
             partition_id: p.partition_id,
             lower: parse(&p.lower),
             upper: parse(&p.upper),
-            tablets: p.tablet_ids.iter().copied().zip(p.backend_ids.iter().copied()).collect(),
+            tablets: p
+                .tablet_ids
+                .iter()
+                .copied()
+                .zip(p.backend_ids.iter().copied())
+                .collect(),
         })
         .collect();
     let buckets = if plan.random_buckets {
@@ -163,7 +163,10 @@ impl Load<'_> {
                 .into_iter()
                 .map(|(row, reason)| {
                     let raw = (0..conv.batch.num_columns())
-                        .map(|c| arrow::util::display::array_value_to_string(conv.batch.column(c), row).unwrap_or_default())
+                        .map(|c| {
+                            arrow::util::display::array_value_to_string(conv.batch.column(c), row)
+                                .unwrap_or_default()
+                        })
                         .collect::<Vec<_>>()
                         .join(",");
                     (reason, raw)
@@ -174,7 +177,10 @@ impl Load<'_> {
         for r in routed {
             self.touched.insert(r.partition_id);
             self.loaded += r.batch.num_rows() as u64;
-            let e = self.buffers.entry(r.tablet_id).or_insert_with(|| (vec![], 0, r.backend_id));
+            let e = self
+                .buffers
+                .entry(r.tablet_id)
+                .or_insert_with(|| (vec![], 0, r.backend_id));
             e.1 += r.batch.num_rows();
             self.buffered += r.batch.num_rows();
             e.0.push(r.batch);
@@ -196,12 +202,15 @@ impl Load<'_> {
             return Ok(());
         };
         self.buffered -= n;
-        let info = self
-            .backends
-            .get(&backend_id)
-            .ok_or_else(|| TethysError::Internal(format!("backend {backend_id} is not in the load plan")))?;
+        let info = self.backends.get(&backend_id).ok_or_else(|| {
+            TethysError::Internal(format!("backend {backend_id} is not in the load plan"))
+        })?;
         let t = Instant::now();
-        self.be.pool.get(info)?.write(self.txn_id, tablet_id, batches).await?;
+        self.be
+            .pool
+            .get(info)?
+            .write(self.txn_id, tablet_id, batches)
+            .await?;
         self.write_ms += t.elapsed().as_millis() as u64;
         Ok(())
     }
@@ -216,10 +225,18 @@ impl Load<'_> {
 }
 
 /// Writes the error log of a load; returns its file name.
-fn write_error_log(be: &Backend, txn_id: i64, errors: &[(String, String)], more: u64) -> Option<String> {
+fn write_error_log(
+    be: &Backend,
+    txn_id: i64,
+    errors: &[(String, String)],
+    more: u64,
+) -> Option<String> {
     let dir = be.root.join("error_log");
     std::fs::create_dir_all(&dir).ok()?;
-    let name = format!("error_log_{txn_id}_{:x}", chrono::Utc::now().timestamp_millis());
+    let name = format!(
+        "error_log_{txn_id}_{:x}",
+        chrono::Utc::now().timestamp_millis()
+    );
     let mut text = String::new();
     for (reason, raw) in errors {
         text.push_str(&format!("Reason: {reason}. src line [{raw}]; \n"));
@@ -279,7 +296,10 @@ pub async fn stream_load(
         Ok(r) => r.into_inner(),
         Err(s) if s.code() == tonic::Code::Unauthenticated => return unauthorized(s.message()),
         Err(s) => {
-            resp.message = format!("[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {}", s.message());
+            resp.message = format!(
+                "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = {}",
+                s.message()
+            );
             return json(StatusCode::OK, &resp);
         }
     };
@@ -314,14 +334,22 @@ pub async fn stream_load(
             resp.status = "Fail".into();
             resp.message = match e {
                 TethysError::DataQuality(m) => format!("[DATA_QUALITY_ERROR]{m}"),
-                TethysError::Timeout(_) => "[TIMEOUT]the load ran longer than its timeout and was cancelled".into(),
-                TethysError::NotSupported(m) | TethysError::Analysis(m) => format!("[ANALYSIS_ERROR]{m}"),
+                TethysError::Timeout(_) => {
+                    "[TIMEOUT]the load ran longer than its timeout and was cancelled".into()
+                }
+                TethysError::NotSupported(m) | TethysError::Analysis(m) => {
+                    format!("[ANALYSIS_ERROR]{m}")
+                }
                 other => format!("[INTERNAL_ERROR]{other}"),
             };
         }
         Ok(touched) => {
             let t = Instant::now();
-            let action = if opts.two_phase_commit { "PRECOMMIT" } else { "COMMIT" };
+            let action = if opts.two_phase_commit {
+                "PRECOMMIT"
+            } else {
+                "COMMIT"
+            };
             let r = fe
                 .finish_load(FinishLoadRequest {
                     txn_id: begun.txn_id,
@@ -368,7 +396,9 @@ async fn run_load(
         .defaults
         .iter()
         .zip(plan.has_default.iter())
-        .map(|(d, has)| (*has && d != "CURRENT_TIMESTAMP" && d != "CURRENT_DATE").then(|| d.clone()))
+        .map(|(d, has)| {
+            (*has && d != "CURRENT_TIMESTAMP" && d != "CURRENT_DATE").then(|| d.clone())
+        })
         .collect();
     let converter = Converter::new(schema, &names, defaults, opts.strict_mode)?;
     let mut load = Load {
@@ -479,12 +509,20 @@ pub struct ErrorLogQuery {
 
 /// `GET /api/_load_error_log?file=...`: the bad rows of a load.
 pub async fn error_log(State(be): State<Arc<Backend>>, Query(q): Query<ErrorLogQuery>) -> Response {
-    let ok_name = !q.file.is_empty() && q.file.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let ok_name = !q.file.is_empty()
+        && q.file
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if !ok_name {
         return (StatusCode::BAD_REQUEST, "invalid error log file name").into_response();
     }
     match tokio::fs::read_to_string(be.root.join("error_log").join(&q.file)).await {
-        Ok(text) => (StatusCode::OK, [("content-type", "text/plain; charset=utf-8")], text).into_response(),
+        Ok(text) => (
+            StatusCode::OK,
+            [("content-type", "text/plain; charset=utf-8")],
+            text,
+        )
+            .into_response(),
         Err(_) => (StatusCode::NOT_FOUND, "error log not found").into_response(),
     }
 }
@@ -499,14 +537,25 @@ pub async fn stream_load_2pc(
         return unauthorized("no valid Basic authorization");
     };
     let Some(mut fe) = be.frontend() else {
-        return json(StatusCode::OK, &serde_json::json!({"status": "Fail", "msg": "this backend does not know its frontend"}));
+        return json(
+            StatusCode::OK,
+            &serde_json::json!({"status": "Fail", "msg": "this backend does not know its frontend"}),
+        );
     };
-    let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_string());
+    let h = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.trim().to_string())
+    };
     let txn_id = match h("txn_id") {
         Some(t) => match t.parse::<i64>() {
             Ok(v) => v,
             Err(_) => {
-                return json(StatusCode::OK, &serde_json::json!({"status": "Fail", "msg": format!("convert txn_id [{t}] failed")}));
+                return json(
+                    StatusCode::OK,
+                    &serde_json::json!({"status": "Fail", "msg": format!("convert txn_id [{t}] failed")}),
+                );
             }
         },
         None => 0,
@@ -520,8 +569,14 @@ pub async fn stream_load_2pc(
         operation: h("txn_operation").unwrap_or_default(),
     };
     match fe.txn_operation(req).await {
-        Ok(r) => json(StatusCode::OK, &serde_json::json!({"status": "Success", "msg": r.into_inner().message})),
+        Ok(r) => json(
+            StatusCode::OK,
+            &serde_json::json!({"status": "Success", "msg": r.into_inner().message}),
+        ),
         Err(s) if s.code() == tonic::Code::Unauthenticated => unauthorized(s.message()),
-        Err(s) => json(StatusCode::OK, &serde_json::json!({"status": "Fail", "msg": s.message()})),
+        Err(s) => json(
+            StatusCode::OK,
+            &serde_json::json!({"status": "Fail", "msg": s.message()}),
+        ),
     }
 }

@@ -38,7 +38,9 @@ fn flag(h: &HeaderMap, name: &str) -> Result<bool> {
         None => Ok(false),
         Some(v) if v == "true" => Ok(true),
         Some(v) if v == "false" || v.is_empty() => Ok(false),
-        Some(v) => Err(TethysError::Analysis(format!("invalid value of header {name}: {v}"))),
+        Some(v) => Err(TethysError::Analysis(format!(
+            "invalid value of header {name}: {v}"
+        ))),
     }
 }
 
@@ -101,7 +103,9 @@ impl LoadOptions {
             ("partial_columns", "partial column updates"),
         ] {
             if header(h, name).is_some_and(|v| !v.is_empty()) {
-                return Err(TethysError::NotSupported(format!("{what} is not supported yet")));
+                return Err(TethysError::NotSupported(format!(
+                    "{what} is not supported yet"
+                )));
             }
         }
         if let Some(g) = header(h, "group_commit")
@@ -109,10 +113,13 @@ impl LoadOptions {
         {
             if !["sync_mode", "async_mode"].contains(&g.to_ascii_lowercase().as_str()) {
                 return Err(TethysError::Analysis(
-                    "Header `group_commit` can only be `sync_mode`, `async_mode` or `off_mode`.".into(),
+                    "Header `group_commit` can only be `sync_mode`, `async_mode` or `off_mode`."
+                        .into(),
                 ));
             }
-            return Err(TethysError::NotSupported("group commit is not supported yet".into()));
+            return Err(TethysError::NotSupported(
+                "group commit is not supported yet".into(),
+            ));
         }
         let fmt = header(h, "format").unwrap_or("csv").to_ascii_lowercase();
         let (format, mut skip_lines) = match fmt.as_str() {
@@ -121,7 +128,9 @@ impl LoadOptions {
             "csv_with_names_and_types" => (Format::Csv, 2),
             "json" => (Format::Json, 0),
             other => {
-                return Err(TethysError::Analysis(format!("unknown data format, format={other}")));
+                return Err(TethysError::Analysis(format!(
+                    "unknown data format, format={other}"
+                )));
             }
         };
         if skip_lines == 0
@@ -153,7 +162,9 @@ impl LoadOptions {
                     .parse()
                     .map_err(|_| TethysError::Analysis(format!("invalid max_filter_ratio: {v}")))?;
                 if !(0.0..=1.0).contains(&r) {
-                    return Err(TethysError::Analysis(format!("max_filter_ratio must be between 0 and 1: {v}")));
+                    return Err(TethysError::Analysis(format!(
+                        "max_filter_ratio must be between 0 and 1: {v}"
+                    )));
                 }
                 r
             }

@@ -18,7 +18,10 @@ pub const JSON_MAX_BYTES: usize = 100 << 20;
 
 fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     if needle.len() == 1 {
-        return hay[from..].iter().position(|b| *b == needle[0]).map(|p| p + from);
+        return hay[from..]
+            .iter()
+            .position(|b| *b == needle[0])
+            .map(|p| p + from);
     }
     hay[from..]
         .windows(needle.len())
@@ -69,7 +72,11 @@ pub fn json_row(v: &serde_json::Value, names: &[String]) -> std::result::Result<
         .iter()
         .map(|n| {
             map.get(n)
-                .or_else(|| map.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v))
+                .or_else(|| {
+                    map.iter()
+                        .find(|(k, _)| k.eq_ignore_ascii_case(n))
+                        .map(|(_, v)| v)
+                })
                 .and_then(json_field)
         })
         .collect();
@@ -109,15 +116,24 @@ impl RowSplitter {
             return;
         }
         match self.opts.format {
-            Format::Csv => out.push(Ok(split_csv(line, &self.opts.column_separator, self.opts.trim_double_quotes))),
+            Format::Csv => out.push(Ok(split_csv(
+                line,
+                &self.opts.column_separator,
+                self.opts.trim_double_quotes,
+            ))),
             Format::Json => {
                 let trimmed = String::from_utf8_lossy(line);
                 if trimmed.trim().is_empty() {
                     return;
                 }
                 match serde_json::from_str::<serde_json::Value>(trimmed.trim()) {
-                    Ok(v) => out.push(json_row(&v, &self.names).map_err(|e| (e, trimmed.to_string()))),
-                    Err(e) => out.push(Err((format!("Parse json data failed: {e}"), trimmed.to_string()))),
+                    Ok(v) => {
+                        out.push(json_row(&v, &self.names).map_err(|e| (e, trimmed.to_string())))
+                    }
+                    Err(e) => out.push(Err((
+                        format!("Parse json data failed: {e}"),
+                        trimmed.to_string(),
+                    ))),
                 }
             }
         }
@@ -212,7 +228,10 @@ mod tests {
         rows.extend(s.feed(b"|d").unwrap());
         rows.extend(s.finish().unwrap());
         let rows: Vec<SourceRow> = rows.into_iter().map(|r| r.unwrap()).collect();
-        assert_eq!(rows[0].fields, vec![Some("a".into()), Some("b".into()), None]);
+        assert_eq!(
+            rows[0].fields,
+            vec![Some("a".into()), Some("b".into()), None]
+        );
         assert_eq!(rows[1].fields, vec![Some("c".into()), Some("d".into())]);
     }
 
@@ -224,8 +243,14 @@ mod tests {
         let mut s = RowSplitter::new(o.clone(), names.clone());
         s.feed(br#"[{"id": 1, "NAME": "a"}, {"id": 2}]"#).unwrap();
         let rows = s.finish().unwrap();
-        assert_eq!(rows[0].as_ref().unwrap().fields, vec![Some("1".into()), Some("a".into())]);
-        assert_eq!(rows[1].as_ref().unwrap().fields, vec![Some("2".into()), None]);
+        assert_eq!(
+            rows[0].as_ref().unwrap().fields,
+            vec![Some("1".into()), Some("a".into())]
+        );
+        assert_eq!(
+            rows[1].as_ref().unwrap().fields,
+            vec![Some("2".into()), None]
+        );
         o.read_json_by_line = true;
         let mut s = RowSplitter::new(o, names);
         let rows = s.feed(b"{\"id\":3,\"name\":\"c\"}\nnot json\n").unwrap();

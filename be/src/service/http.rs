@@ -11,9 +11,18 @@ use super::Backend;
 
 pub fn router(backend: Arc<Backend>) -> Router {
     let loads = Router::new()
-        .route("/api/{db}/{table}/_stream_load", put(crate::load::stream_load))
-        .route("/api/{db}/_stream_load_2pc", put(crate::load::stream_load_2pc))
-        .route("/api/{db}/{table}/_stream_load_2pc", put(crate::load::stream_load_2pc))
+        .route(
+            "/api/{db}/{table}/_stream_load",
+            put(crate::load::stream_load),
+        )
+        .route(
+            "/api/{db}/_stream_load_2pc",
+            put(crate::load::stream_load_2pc),
+        )
+        .route(
+            "/api/{db}/{table}/_stream_load_2pc",
+            put(crate::load::stream_load_2pc),
+        )
         .route("/api/_load_error_log", get(crate::load::error_log))
         .layer(DefaultBodyLimit::disable())
         .with_state(backend.clone());

@@ -103,7 +103,9 @@ impl Backend {
     /// A client of the FE service, when this backend knows its FE.
     pub fn frontend(
         &self,
-    ) -> Option<tethys_proto::frontend_service_client::FrontendServiceClient<tonic::transport::Channel>> {
+    ) -> Option<
+        tethys_proto::frontend_service_client::FrontendServiceClient<tonic::transport::Channel>,
+    > {
         self.fe_channel
             .clone()
             .map(tethys_proto::frontend_service_client::FrontendServiceClient::new)

@@ -86,8 +86,8 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         hs.auth = resp;
     }
     let host = peer.ip().to_string();
-    let ok_auth =
-        crate::auth::password_of(&hs.user).is_some_and(|pw| check_native_password(&scramble, pw, &hs.auth));
+    let ok_auth = crate::auth::password_of(&hs.user)
+        .is_some_and(|pw| check_native_password(&scramble, pw, &hs.auth));
     if !ok_auth {
         let e = TethysError::AccessDenied {
             user: format!("{}@{}", hs.user, host),

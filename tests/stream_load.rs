@@ -1,0 +1,409 @@
+//! Stream Load over HTTP against a started Tethys, with curl as the client
+//! (what users script): the FE's 307 redirect, labels, data quality and the
+//! error log, two-phase commit (also across a crash), JSON, and a client that
+//! disconnects mid-body.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+use tethys_sql_tests::TethysServer;
+
+fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
+}
+
+/// Runs curl; returns (http code, body).
+fn curl(args: &[&str]) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .expect("curl must be installed (see .ci/run)");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or((&text, "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+fn field(body: &str, name: &str) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
+    v.get(name).cloned().unwrap_or(serde_json::Value::Null)
+}
+
+struct Fixture {
+    server: TethysServer,
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    async fn new() -> Fixture {
+        let server = TethysServer::start(&binary()).await.expect("start");
+        let mut c = Conn::new(server.opts()).await.expect("connect");
+        c.query_drop("CREATE DATABASE ld").await.expect("db");
+        c.query_drop(
+            "CREATE TABLE ld.t (day DATE NOT NULL, id INT NOT NULL, name VARCHAR(8), amount DECIMAL(10,2)) \
+             DUPLICATE KEY(day, id) PARTITION BY RANGE(day) (PARTITION p1 VALUES LESS THAN ('2026-02-01'), \
+             PARTITION p2 VALUES LESS THAN ('2026-03-01')) DISTRIBUTED BY HASH(id) BUCKETS 3",
+        )
+        .await
+        .expect("table");
+        Fixture {
+            server,
+            dir: tempfile::tempdir().expect("tmp"),
+        }
+    }
+
+    fn file(&self, name: &str, content: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, content).expect("write");
+        p.to_string_lossy().to_string()
+    }
+
+    fn fe_url(&self, tail: &str) -> String {
+        format!(
+            "http://127.0.0.1:{}/api/ld/{tail}",
+            self.server.fe_http_port
+        )
+    }
+
+    fn be_url(&self, tail: &str) -> String {
+        format!(
+            "http://127.0.0.1:{}/api/ld/{tail}",
+            self.server.be_http_port
+        )
+    }
+
+    /// Loads `file` through the FE (307 followed), with extra headers.
+    fn load(&self, file: &str, headers: &[&str]) -> String {
+        let mut args: Vec<String> = vec!["--location-trusted".into(), "-u".into(), "root:".into()];
+        for h in headers {
+            args.push("-H".into());
+            args.push(h.to_string());
+        }
+        args.extend(["-T".into(), file.into(), self.fe_url("t/_stream_load")]);
+        let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let (code, body) = curl(&refs);
+        assert_eq!(code, 200, "{body}");
+        body
+    }
+
+    async fn count(&self) -> i64 {
+        let mut c = Conn::new(self.server.opts()).await.expect("connect");
+        c.query_first("SELECT count(*) FROM ld.t")
+            .await
+            .expect("count")
+            .unwrap_or(-1)
+    }
+}
+
+const GOOD: &str = "2026-01-02,1,alice,10.5\n2026-02-03,2,bob,3\n2026-01-31,3,carol,1.25\n";
+
+#[tokio::test]
+async fn labels_redirect_and_visibility() {
+    let f = Fixture::new().await;
+    let csv = f.file("a.csv", GOOD);
+    // The FE answers 307 and points at a backend's HTTP port.
+    let (code, _) = curl(&[
+        "-u",
+        "root:",
+        "-T",
+        &csv,
+        "-o",
+        "/dev/null",
+        &f.fe_url("t/_stream_load"),
+    ]);
+    assert_eq!(code, 307);
+    let body = f.load(&csv, &["label:l1", "column_separator:,"]);
+    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(field(&body, "Label"), "l1");
+    assert_eq!(field(&body, "NumberLoadedRows"), 3);
+    assert_eq!(field(&body, "NumberTotalRows"), 3);
+    assert_eq!(field(&body, "TwoPhaseCommit"), "false");
+    let txn = field(&body, "TxnId").as_i64().expect("txn id");
+    for key in [
+        "LoadBytes",
+        "LoadTimeMs",
+        "BeginTxnTimeMs",
+        "StreamLoadPutTimeMs",
+        "ReadDataTimeMs",
+        "WriteDataTimeMs",
+        "CommitAndPublishTimeMs",
+    ] {
+        assert!(field(&body, key).is_number(), "{key} in {body}");
+    }
+    assert_eq!(f.count().await, 3);
+    // Retrying with the same label loads nothing.
+    let body = f.load(&csv, &["label:l1", "column_separator:,"]);
+    assert_eq!(field(&body, "Status"), "Label Already Exists");
+    assert_eq!(field(&body, "ExistingJobStatus"), "VISIBLE");
+    assert_eq!(
+        field(&body, "Message"),
+        format!("[LABEL_ALREADY_EXISTS] Label [l1] has already been used, relate to txn [{txn}], status [VISIBLE].").as_str()
+    );
+    assert_eq!(f.count().await, 3);
+    // Directly to the backend works too; no label means a generated one.
+    let (code, body) = curl(&[
+        "-u",
+        "root:",
+        "-H",
+        "column_separator:,",
+        "-T",
+        &csv,
+        &f.be_url("t/_stream_load"),
+    ]);
+    assert_eq!(code, 200);
+    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert!(
+        field(&body, "Label")
+            .as_str()
+            .is_some_and(|l| !l.is_empty())
+    );
+    assert_eq!(f.count().await, 6);
+    // Credentials and names are checked.
+    let (code, body) = curl(&["-u", "root:wrong", "-T", &csv, &f.fe_url("t/_stream_load")]);
+    assert_eq!(code, 401, "{body}");
+    let (code, body) = curl(&["-u", "root:wrong", "-T", &csv, &f.be_url("t/_stream_load")]);
+    assert_eq!(code, 401, "{body}");
+    let (_, body) = curl(&[
+        "--location-trusted",
+        "-u",
+        "root:",
+        "-T",
+        &csv,
+        &f.fe_url("nope/_stream_load"),
+    ]);
+    assert_eq!(field(&body, "Status"), "Fail");
+    assert!(body.contains("unknown table"), "{body}");
+    let (_, body) = curl(&["-u", "root:", "-T", &csv, &f.be_url("nope/_stream_load")]);
+    assert_eq!(field(&body, "Status"), "Fail");
+    assert!(body.contains("unknown table"), "{body}");
+}
+
+#[tokio::test]
+async fn data_quality_and_error_log() {
+    let f = Fixture::new().await;
+    let bad = f.file(
+        "b.csv",
+        "2026-01-05,4,dan,1\n2026-01-06,5\n2026-05-01,6,x,1\n2026-01-07,7,waytoolongname,1\n",
+    );
+    // Default max_filter_ratio is 0: the whole load fails, nothing is visible.
+    let body = f.load(&bad, &["label:q1", "column_separator:,"]);
+    assert_eq!(field(&body, "Status"), "Fail");
+    assert_eq!(
+        field(&body, "Message"),
+        "[DATA_QUALITY_ERROR]too many filtered rows"
+    );
+    assert_eq!(field(&body, "NumberFilteredRows"), 3);
+    let url = field(&body, "ErrorURL")
+        .as_str()
+        .expect("ErrorURL")
+        .to_string();
+    let (code, log) = curl(&[&url]);
+    assert_eq!(code, 200);
+    assert!(log.contains("actual column number in csv file is less than schema column number. actual number: 2, schema column number: 4"), "{log}");
+    assert!(log.contains("no partition for this tuple"), "{log}");
+    assert!(log.contains("too long"), "{log}");
+    assert!(log.contains("2026-01-06,5"), "{log}");
+    assert_eq!(f.count().await, 0);
+    // The aborted load's label can be reused; under the ratio the good rows load.
+    let body = f.load(
+        &bad,
+        &["label:q1", "column_separator:,", "max_filter_ratio:0.8"],
+    );
+    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(field(&body, "NumberLoadedRows"), 1);
+    assert_eq!(field(&body, "NumberFilteredRows"), 3);
+    assert!(field(&body, "ErrorURL").is_string());
+    assert_eq!(f.count().await, 1);
+    // strict_mode turns a failed conversion into a filtered row instead of NULL.
+    let conv = f.file("c.csv", "2026-01-08,8,h,notanumber\n");
+    let body = f.load(&conv, &["column_separator:,"]);
+    assert_eq!(field(&body, "NumberLoadedRows"), 1, "{body}");
+    let body = f.load(&conv, &["column_separator:,", "strict_mode:true"]);
+    assert_eq!(field(&body, "Status"), "Fail", "{body}");
+    // Unsupported headers are refused clearly, and load nothing.
+    let body = f.load(
+        &conv,
+        &[
+            "column_separator:,",
+            "columns:day,id,name,tmp,amount=tmp*100",
+        ],
+    );
+    assert_eq!(field(&body, "Status"), "Fail");
+    assert!(
+        field(&body, "Message")
+            .as_str()
+            .is_some_and(|m| m.contains("not supported yet")),
+        "{body}"
+    );
+    assert_eq!(f.count().await, 2);
+}
+
+#[tokio::test]
+async fn two_phase_commit_survives_a_crash() {
+    let mut f = Fixture::new().await;
+    let csv = f.file("a.csv", GOOD);
+    let body = f.load(
+        &csv,
+        &["label:tpc1", "column_separator:,", "two_phase_commit:true"],
+    );
+    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(field(&body, "TwoPhaseCommit"), "true");
+    let txn = field(&body, "TxnId").as_i64().expect("txn");
+    assert_eq!(f.count().await, 0, "pre-committed data is invisible");
+    let body2 = f.load(
+        &csv,
+        &["label:tpc2", "column_separator:,", "two_phase_commit:true"],
+    );
+    let txn2 = field(&body2, "TxnId").as_i64().expect("txn2");
+    // kill -9 and restart: both stay pre-committed.
+    f.server.crash_and_restart().await.expect("restart");
+    assert_eq!(f.count().await, 0);
+    let (_, r) = curl(&[
+        "-X",
+        "PUT",
+        "-u",
+        "root:",
+        "-H",
+        "txn_operation:commit",
+        "-H",
+        &format!("txn_id:{txn}"),
+        &f.fe_url("_stream_load_2pc"),
+    ]);
+    assert_eq!(field(&r, "status"), "Success", "{r}");
+    assert_eq!(
+        field(&r, "msg"),
+        format!("transaction [{txn}] commit successfully.").as_str()
+    );
+    assert_eq!(f.count().await, 3);
+    let (_, r) = curl(&[
+        "-X",
+        "PUT",
+        "-u",
+        "root:",
+        "-H",
+        "txn_operation:abort",
+        "-H",
+        "label:tpc2",
+        &f.be_url("t/_stream_load_2pc"),
+    ]);
+    assert_eq!(field(&r, "status"), "Success", "{r}");
+    assert_eq!(field(&r, "msg"), "label [tpc2] abort successfully.");
+    assert_eq!(f.count().await, 3);
+    // Operations on finished transactions are refused.
+    let (_, r) = curl(&[
+        "-X",
+        "PUT",
+        "-u",
+        "root:",
+        "-H",
+        "txn_operation:commit",
+        "-H",
+        &format!("txn_id:{txn2}"),
+        &f.fe_url("_stream_load_2pc"),
+    ]);
+    assert_eq!(field(&r, "status"), "Fail");
+    assert!(r.contains("is already aborted, not pre-committed"), "{r}");
+    let (_, r) = curl(&[
+        "-X",
+        "PUT",
+        "-u",
+        "root:",
+        "-H",
+        "txn_operation:merge",
+        "-H",
+        "txn_id:1",
+        &f.fe_url("_stream_load_2pc"),
+    ]);
+    assert!(
+        r.contains("transaction operation should be 'commit' or 'abort'"),
+        "{r}"
+    );
+    let (_, r) = curl(&[
+        "-X",
+        "PUT",
+        "-u",
+        "root:",
+        "-H",
+        "txn_operation:commit",
+        "-H",
+        "txn_id:abc",
+        &f.fe_url("_stream_load_2pc"),
+    ]);
+    assert!(r.contains("convert txn_id [abc] failed"), "{r}");
+}
+
+#[tokio::test]
+async fn json_formats_and_columns() {
+    let f = Fixture::new().await;
+    let arr = f.file(
+        "a.json",
+        r#"[{"day":"2026-01-10","id":9,"name":"f","amount":1.5},{"day":"2026-01-11","ID":10}]"#,
+    );
+    let body = f.load(&arr, &["format:json", "strip_outer_array:true"]);
+    assert_eq!(field(&body, "NumberLoadedRows"), 2, "{body}");
+    let body = f.load(&arr, &["format:json"]);
+    assert_eq!(field(&body, "Status"), "Fail");
+    assert!(body.contains("strip_outer_array"), "{body}");
+    let lines = f.file(
+        "b.json",
+        "{\"day\":\"2026-02-12\",\"id\":11,\"name\":\"g\"}\n{\"day\":\"2026-01-13\",\"id\":12}\n",
+    );
+    let body = f.load(
+        &lines,
+        &["format:json", "read_json_by_line:true", "columns: id, day"],
+    );
+    assert_eq!(field(&body, "NumberLoadedRows"), 2, "{body}");
+    // csv_with_names skips the header line; columns reorders source fields.
+    let csv = f.file("c.csv", "id|day\n13|2026-01-14\n");
+    let body = f.load(
+        &csv,
+        &[
+            "format:csv_with_names",
+            "column_separator:|",
+            "columns:id,day",
+        ],
+    );
+    assert_eq!(field(&body, "NumberLoadedRows"), 1, "{body}");
+    let mut c = Conn::new(f.server.opts()).await.expect("connect");
+    let rows: Vec<(i32, Option<String>, Option<String>)> = c
+        .query("SELECT id, name, CAST(amount AS CHAR) FROM ld.t ORDER BY id")
+        .await
+        .expect("rows");
+    assert_eq!(
+        rows,
+        vec![
+            (9, Some("f".into()), Some("1.50".into())),
+            (10, None, None),
+            (11, None, None),
+            (12, None, None),
+            (13, None, None)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn client_disconnect_mid_body_leaves_nothing() {
+    use tokio::io::AsyncWriteExt;
+    let f = Fixture::new().await;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", f.server.be_http_port))
+        .await
+        .expect("tcp");
+    let head = "PUT /api/ld/t/_stream_load HTTP/1.1\r\nHost: x\r\nAuthorization: Basic cm9vdDo=\r\n\
+                label: cut1\r\ncolumn_separator: ,\r\nContent-Length: 10000000\r\n\r\n";
+    s.write_all(head.as_bytes()).await.expect("head");
+    let rows = "2026-01-02,1,alice,10.5\n".repeat(20_000);
+    s.write_all(rows.as_bytes()).await.expect("body");
+    s.flush().await.expect("flush");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(s);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(f.count().await, 0);
+    // The label of the failed load is free again.
+    let csv = f.file("a.csv", GOOD);
+    let body = f.load(&csv, &["label:cut1", "column_separator:,"]);
+    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(f.count().await, 3);
+}
