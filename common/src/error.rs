@@ -62,6 +62,9 @@ pub enum TethysError {
         txn_id: i64,
         status: String,
     },
+    /// A tablet has too many unmerged versions to take another load (-235).
+    #[error("{0}")]
+    TooManyVersions(String),
     /// A statement or feature Tethys does not support (yet).
     #[error("{0}")]
     NotSupported(String),
@@ -126,7 +129,7 @@ impl TethysError {
             WrongVariableValue(..) => (1231, "42000"),
             UnknownCharset(_) => (1115, "42000"),
             NotSupported(_) => (1235, "42000"),
-            LabelAlreadyExists { .. } => (1105, "HY000"),
+            LabelAlreadyExists { .. } | TooManyVersions(_) => (1105, "HY000"),
             DataQuality(_) => (5025, "HY000"),
             Cancelled => (1317, "70100"),
             Timeout(_) => (3024, "HY000"),
@@ -147,6 +150,7 @@ impl From<TethysError> for tonic::Status {
             Corruption(_) => tonic::Status::data_loss(msg),
             NotSupported(_) => tonic::Status::unimplemented(msg),
             Analysis(_) | DataQuality(_) | Syntax(_) => tonic::Status::invalid_argument(msg),
+            TooManyVersions(_) => tonic::Status::resource_exhausted(msg),
             _ => tonic::Status::internal(msg),
         }
     }

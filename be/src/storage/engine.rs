@@ -21,6 +21,7 @@ pub struct StorageEngine {
     tablets: RwLock<HashMap<i64, Arc<Tablet>>>,
     rowset_seq: AtomicU64,
     boot_ms: u64,
+    max_tablet_versions: usize,
 }
 
 impl StorageEngine {
@@ -59,7 +60,14 @@ impl StorageEngine {
             tablets: RwLock::new(tablets),
             rowset_seq: AtomicU64::new(0),
             boot_ms,
+            max_tablet_versions: super::tablet::MAX_TABLET_VERSION_NUM,
         })
+    }
+
+    /// Sets the number of versions a tablet may hold before loads are refused.
+    pub fn with_max_tablet_versions(mut self, n: usize) -> Self {
+        self.max_tablet_versions = n;
+        self
     }
 
     fn tablets(&self) -> std::sync::RwLockReadGuard<'_, HashMap<i64, Arc<Tablet>>> {
@@ -121,7 +129,7 @@ impl StorageEngine {
     /// Appends rows of a transaction to a tablet. Returns bytes written.
     pub fn write(&self, txn_id: i64, tablet_id: i64, batches: &[RecordBatch]) -> Result<u64> {
         let t = self.tablet(tablet_id)?;
-        t.write(txn_id, batches, || {
+        t.write(txn_id, batches, self.max_tablet_versions, || {
             format!(
                 "{:x}{:06x}t{txn_id}",
                 self.boot_ms,
@@ -241,5 +249,50 @@ mod tests {
         assert_eq!(files, 2, "meta.json and one segment remain");
         e.drop_tablet(7).unwrap();
         assert!(e.tablet(7).is_err());
+    }
+}
+
+#[cfg(test)]
+mod version_limit_tests {
+    use super::*;
+    use crate::storage::tablet::MAX_TABLET_VERSION_NUM;
+    use arrow::array::Int32Array;
+    use tethys_common::schema::Column;
+    use tethys_common::types::ColumnType;
+
+    #[test]
+    fn too_many_versions_refuse_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = StorageEngine::open(dir.path())
+            .unwrap()
+            .with_max_tablet_versions(5);
+        let s = TableSchema {
+            columns: vec![Column {
+                name: "k".into(),
+                column_type: ColumnType::Int,
+                nullable: false,
+                is_key: true,
+                default: None,
+                comment: String::new(),
+                aggregation: None,
+            }],
+            num_key_columns: 1,
+            compression: "lz4".into(),
+        };
+        e.create_tablet(1, 1, 1, s.clone(), 1).unwrap();
+        let b = RecordBatch::try_new(
+            s.arrow_schema(),
+            vec![std::sync::Arc::new(Int32Array::from(vec![1]))],
+        )
+        .unwrap();
+        assert_eq!(MAX_TABLET_VERSION_NUM, 2000, "Doris' default");
+        for v in 0..5 {
+            e.write(100 + v, 1, std::slice::from_ref(&b)).unwrap();
+            e.publish(100 + v, 1, 2 + v).unwrap();
+        }
+        let err = e.write(99_999, 1, &[b]).unwrap_err().to_string();
+        assert!(err.contains("[E-235]"), "{err}");
+        assert!(err.contains("tablet: 1"), "{err}");
+        assert!(err.contains("exceed limit: 5"), "{err}");
     }
 }

@@ -25,6 +25,10 @@ const META_MAGIC: &[u8; 4] = b"TMT1";
 const META_FILE: &str = "meta.json";
 const META_FORMAT_VERSION: u32 = 1;
 
+/// Versions (rowsets) a tablet may hold before new loads are refused, as
+/// Doris' `max_tablet_version_num`; compaction keeps tablets below it.
+pub const MAX_TABLET_VERSION_NUM: usize = 2000;
+
 /// A published rowset: the output of one load, visible from `start_version`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RowsetMeta {
@@ -201,9 +205,18 @@ impl Tablet {
         &self,
         txn_id: i64,
         batches: &[RecordBatch],
+        max_versions: usize,
         rowset_id: impl FnOnce() -> String,
     ) -> Result<u64> {
         let meta = self.meta();
+        if meta.rowsets.len() >= max_versions {
+            return Err(TethysError::TooManyVersions(format!(
+                "[E-235]failed to init rowset builder. version count: {}, exceed limit: {max_versions}, tablet: {}. \
+                 Please reduce the frequency of loading data or adjust the max_tablet_version_num in be.conf to a larger value.",
+                meta.rowsets.len(),
+                meta.tablet_id
+            )));
+        }
         let schema = meta.schema.arrow_schema();
         for b in batches {
             if b.schema().fields().len() != schema.fields().len()
