@@ -223,14 +223,8 @@ async fn data_quality_and_error_log() {
     assert_eq!(field(&body, "NumberLoadedRows"), 1, "{body}");
     let body = f.load(&conv, &["column_separator:,", "strict_mode:true"]);
     assert_eq!(field(&body, "Status"), "Fail", "{body}");
-    // Unsupported headers are refused clearly, and load nothing.
-    let body = f.load(
-        &conv,
-        &[
-            "column_separator:,",
-            "columns:day,id,name,tmp,amount=tmp*100",
-        ],
-    );
+    // Headers not supported yet are refused clearly, and load nothing.
+    let body = f.load(&conv, &["column_separator:,", "partitions:p1"]);
     assert_eq!(field(&body, "Status"), "Fail");
     assert!(
         field(&body, "Message")
@@ -406,4 +400,56 @@ async fn client_disconnect_mid_body_leaves_nothing() {
     let body = f.load(&csv, &["label:cut1", "column_separator:,"]);
     assert_eq!(field(&body, "Status"), "Success", "{body}");
     assert_eq!(f.count().await, 3);
+}
+
+#[tokio::test]
+async fn columns_expressions_and_where() {
+    let f = Fixture::new().await;
+    let csv = f.file("x.csv", GOOD);
+    // The example: a source column `tmp` feeding `amount = tmp * 100`,
+    // a text function, and a where filter whose rows count as unselected.
+    let body = f.load(
+        &csv,
+        &[
+            "column_separator:,",
+            "columns: day, id, tmp_name, tmp, name = upper(tmp_name), amount = tmp * 100",
+            "where: id > 1",
+        ],
+    );
+    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(field(&body, "NumberTotalRows"), 3);
+    assert_eq!(field(&body, "NumberLoadedRows"), 2);
+    assert_eq!(field(&body, "NumberUnselectedRows"), 1);
+    assert_eq!(field(&body, "NumberFilteredRows"), 0);
+    let mut c = Conn::new(f.server.opts()).await.expect("connect");
+    let rows: Vec<(i32, String, String)> = c
+        .query("SELECT id, name, CAST(amount AS CHAR) FROM ld.t ORDER BY id")
+        .await
+        .expect("rows");
+    assert_eq!(
+        rows,
+        vec![
+            (2, "BOB".into(), "300.00".into()),
+            (3, "CAROL".into(), "125.00".into())
+        ]
+    );
+    // Unselected rows do not count against max_filter_ratio; a where that drops
+    // everything still succeeds.
+    let body = f.load(&csv, &["column_separator:,", "where: id > 100"]);
+    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(field(&body, "NumberUnselectedRows"), 3);
+    // Expressions that do not plan are reported, and the label is not used up.
+    let body = f.load(
+        &csv,
+        &[
+            "label:expr1",
+            "column_separator:,",
+            "columns: day, id, x, y, amount = nosuchfn(y)",
+        ],
+    );
+    assert_eq!(field(&body, "Status"), "Fail");
+    assert!(body.contains("nosuchfn"), "{body}");
+    let body = f.load(&csv, &["label:expr1", "column_separator:,"]);
+    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(f.count().await, 5);
 }

@@ -8,6 +8,7 @@ pub mod ddl;
 pub mod executor;
 pub mod frontend;
 pub mod http;
+pub mod load_plan;
 pub mod mysql;
 pub mod planner;
 pub mod rpc;

@@ -98,6 +98,7 @@ pub fn load_plan(t: &Table, backends: &[crate::catalog::BackendInfo]) -> LoadPla
             .iter()
             .map(|c| c.default.is_some())
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -134,12 +135,21 @@ impl FrontendService for FrontendRpc {
             .txn
             .begin_with_timeout(&db, label, "BACKEND_STREAMING", timeout * 1000)
         {
-            Ok(txn) => Ok(Response::new(BeginLoadResponse {
-                txn_id: txn.id,
-                label: txn.label,
-                plan: Some(load_plan(&table, &backends)),
-                ..Default::default()
-            })),
+            Ok(txn) => {
+                let mut plan = load_plan(&table, &backends);
+                if let Err(e) =
+                    crate::load_plan::compile(&mut plan, &table, &r.columns, &r.where_expr)
+                {
+                    let _ = self.fe.txn.abort(txn.id, &e.to_string()).await;
+                    return Err(status(e));
+                }
+                Ok(Response::new(BeginLoadResponse {
+                    txn_id: txn.id,
+                    label: txn.label,
+                    plan: Some(plan),
+                    ..Default::default()
+                }))
+            }
             Err(e @ TethysError::LabelAlreadyExists { .. }) => {
                 let TethysError::LabelAlreadyExists {
                     label,

@@ -8,19 +8,31 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringBuilder};
 use arrow::compute::{CastOptions, cast_with_options, filter};
 use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::physical_expr::PhysicalExpr;
 use tethys_common::schema::TableSchema;
+use tethys_common::types::ColumnType;
 use tethys_common::{Result, TethysError};
 
 use super::parse::SourceRow;
+
+/// How one table column gets its value.
+enum Target {
+    /// The same-named source column.
+    Source(usize),
+    /// An expression over the source columns (already cast to the column type).
+    Expr(Arc<dyn PhysicalExpr>),
+    /// The column's default, or NULL.
+    Default(Option<String>),
+}
 
 /// Converts source rows of one load.
 pub struct Converter {
     schema: TableSchema,
     arrow_schema: SchemaRef,
-    /// Per table column: which source field feeds it.
-    source_of: Vec<Option<usize>>,
-    defaults: Vec<Option<String>>,
-    n_source: usize,
+    /// The file's columns: name and the Arrow type it is read as.
+    source_schema: SchemaRef,
+    targets: Vec<Target>,
+    where_expr: Option<Arc<dyn PhysicalExpr>>,
     strict: bool,
 }
 
@@ -30,65 +42,110 @@ pub struct Converted {
     pub batch: RecordBatch,
     /// Rows filtered out: (reason, source text).
     pub errors: Vec<(String, String)>,
+    /// Rows the `where` header dropped.
+    pub unselected: usize,
+}
+
+/// What the load plan says about source columns and expressions.
+pub struct SourceSpec {
+    pub names: Vec<String>,
+    /// Doris type text per source column ("" = text).
+    pub types: Vec<String>,
+    pub column_exprs: Vec<Vec<u8>>,
+    pub where_expr: Vec<u8>,
+}
+
+fn decode_expr(bytes: &[u8], schema: &arrow::datatypes::Schema) -> Result<Arc<dyn PhysicalExpr>> {
+    use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
+    use prost::Message;
+    let node = datafusion_proto::protobuf::PhysicalExprNode::decode(bytes)
+        .map_err(|e| TethysError::Internal(format!("bad load expression: {e}")))?;
+    let mut ctx = datafusion::prelude::SessionContext::new();
+    tethys_common::functions::register_all(&mut ctx)?;
+    let task = ctx.task_ctx();
+    Ok(parse_physical_expr(
+        &node,
+        &task,
+        schema,
+        &tethys_common::plan::TethysCodec,
+    )?)
 }
 
 impl Converter {
-    /// `source_names`: the source columns in order (the `columns` header, or
-    /// the table's columns).
+    /// A converter for `schema` reading `spec`'s source columns.
     pub fn new(
         schema: TableSchema,
-        source_names: &[String],
+        spec: &SourceSpec,
         defaults: Vec<Option<String>>,
         strict: bool,
     ) -> Result<Self> {
-        let mut source_of = vec![None; schema.columns.len()];
-        for (si, name) in source_names.iter().enumerate() {
-            let ci = schema.index_of(name).ok_or_else(|| {
-                TethysError::Analysis(format!("Unknown column '{name}' in the columns header"))
-            })?;
-            if source_of[ci].is_some() {
-                return Err(TethysError::Analysis(format!(
-                    "Duplicate column '{name}' in the columns header"
-                )));
-            }
-            source_of[ci] = Some(si);
+        let mut fields = vec![];
+        for (i, name) in spec.names.iter().enumerate() {
+            let ty = match spec.types.get(i).map(|t| t.as_str()).unwrap_or("") {
+                "" => match schema.index_of(name) {
+                    Some(ci) if spec.types.is_empty() => {
+                        schema.columns[ci].column_type.arrow_type()
+                    }
+                    Some(_) | None => DataType::Utf8,
+                },
+                t => ColumnType::parse(t)?.arrow_type(),
+            };
+            fields.push(arrow::datatypes::Field::new(name.to_lowercase(), ty, true));
         }
+        let source_schema = Arc::new(arrow::datatypes::Schema::new(fields));
+        let mut targets = Vec::with_capacity(schema.columns.len());
         for (ci, c) in schema.columns.iter().enumerate() {
-            if source_of[ci].is_none()
-                && !c.nullable
-                && defaults.get(ci).is_none_or(|d| d.is_none())
-            {
-                return Err(TethysError::Analysis(format!(
-                    "Column '{}' is NOT NULL without a default and is missing from the load",
-                    c.name
-                )));
-            }
+            let expr = spec.column_exprs.get(ci).filter(|b| !b.is_empty());
+            let src = spec
+                .names
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(&c.name));
+            let t = match (expr, src) {
+                (Some(bytes), _) => Target::Expr(decode_expr(bytes, &source_schema)?),
+                (None, Some(si)) => Target::Source(si),
+                (None, None) => {
+                    let d = defaults.get(ci).cloned().flatten();
+                    if d.is_none() && !c.nullable {
+                        return Err(TethysError::Analysis(format!(
+                            "Column '{}' is NOT NULL without a default and is missing from the load",
+                            c.name
+                        )));
+                    }
+                    Target::Default(d)
+                }
+            };
+            targets.push(t);
         }
+        let where_expr = if spec.where_expr.is_empty() {
+            None
+        } else {
+            Some(decode_expr(&spec.where_expr, &source_schema)?)
+        };
         let arrow_schema = schema.arrow_schema();
         Ok(Converter {
             schema,
             arrow_schema,
-            source_of,
-            defaults,
-            n_source: source_names.len(),
+            source_schema,
+            targets,
+            where_expr,
             strict,
         })
     }
 
     /// Converts a chunk of rows.
     pub fn convert(&self, rows: &[SourceRow]) -> Result<Converted> {
+        let n_source = self.source_schema.fields().len();
         let mut errors = vec![];
         let mut ok_rows: Vec<&SourceRow> = Vec::with_capacity(rows.len());
         for r in rows {
             let n = r.fields.len();
-            if n == self.n_source {
+            if n == n_source {
                 ok_rows.push(r);
             } else {
-                let cmp = if n < self.n_source { "less" } else { "more" };
+                let cmp = if n < n_source { "less" } else { "more" };
                 errors.push((
                     format!(
-                        "actual column number in csv file is {cmp} than schema column number. actual number: {n}, schema column number: {}",
-                        self.n_source
+                        "actual column number in csv file is {cmp} than schema column number. actual number: {n}, schema column number: {n_source}"
                     ),
                     r.raw.clone(),
                 ));
@@ -97,66 +154,110 @@ impl Converter {
         let n = ok_rows.len();
         let mut keep = vec![true; n];
         let mut reasons: Vec<Option<String>> = vec![None; n];
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.columns.len());
         let opts = CastOptions {
             safe: true,
             ..Default::default()
         };
-        for (ci, col) in self.schema.columns.iter().enumerate() {
+        // 1. Source columns, typed.
+        let mut sources: Vec<ArrayRef> = Vec::with_capacity(n_source);
+        for (si, f) in self.source_schema.fields().iter().enumerate() {
             let mut b = StringBuilder::with_capacity(n, n * 8);
             for r in &ok_rows {
-                let v = match self.source_of[ci] {
-                    Some(si) => r.fields[si].as_deref(),
-                    None => self.defaults.get(ci).and_then(|d| d.as_deref()),
-                };
-                b.append_option(v);
+                b.append_option(r.fields[si].as_deref());
             }
             let text: ArrayRef = Arc::new(b.finish());
-            let target = self.arrow_schema.field(ci).data_type();
-            let typed = if target == &DataType::Utf8 {
+            let typed = if f.data_type() == &DataType::Utf8 {
                 text.clone()
             } else {
-                cast_with_options(&text, target, &opts)?
+                cast_with_options(&text, f.data_type(), &opts)?
             };
-            let text_s = text.as_string::<i32>();
+            if self.strict {
+                let t = text.as_string::<i32>();
+                for i in 0..n {
+                    if keep[i] && t.is_valid(i) && typed.is_null(i) {
+                        keep[i] = false;
+                        reasons[i] = Some(format!(
+                            "column_name[{}], the value [{}] cannot be converted to {} in strict mode",
+                            f.name(),
+                            t.value(i),
+                            f.data_type()
+                        ));
+                    }
+                }
+            }
+            sources.push(typed);
+        }
+        let source_batch = RecordBatch::try_new_with_options(
+            self.source_schema.clone(),
+            sources.clone(),
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(n)),
+        )?;
+        // 2. The where header: rows it rejects are unselected, not errors.
+        let mut unselected = 0;
+        if let Some(w) = &self.where_expr {
+            let v = w.evaluate(&source_batch)?.into_array(n)?;
+            let v = v.as_boolean_opt().ok_or_else(|| {
+                TethysError::Analysis("the where header must be a boolean condition".into())
+            })?;
+            for (i, k) in keep.iter_mut().enumerate() {
+                if *k && !(v.is_valid(i) && v.value(i)) {
+                    *k = false;
+                    unselected += 1;
+                }
+            }
+        }
+        // 3. Table columns.
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.columns.len());
+        for (ci, col) in self.schema.columns.iter().enumerate() {
+            let target = self.arrow_schema.field(ci).data_type();
+            let (arr, text): (ArrayRef, Option<ArrayRef>) = match &self.targets[ci] {
+                Target::Source(si) => {
+                    let a = if sources[*si].data_type() == target {
+                        sources[*si].clone()
+                    } else {
+                        cast_with_options(&sources[*si], target, &opts)?
+                    };
+                    (a, Some(sources[*si].clone()))
+                }
+                Target::Expr(e) => (e.evaluate(&source_batch)?.into_array(n)?, None),
+                Target::Default(d) => {
+                    let text: ArrayRef =
+                        Arc::new(arrow::array::StringArray::from(vec![d.clone(); n]));
+                    (cast_with_options(&text, target, &opts)?, None)
+                }
+            };
             for i in 0..n {
                 if !keep[i] {
                     continue;
                 }
-                if text_s.is_valid(i) && typed.is_null(i) && self.strict {
+                if arr.is_null(i) && !col.nullable {
                     keep[i] = false;
-                    reasons[i] = Some(format!(
-                        "column_name[{}], the value [{}] cannot be converted to {} in strict mode",
-                        col.name,
-                        text_s.value(i),
-                        col.column_type.desc()
-                    ));
-                } else if typed.is_null(i) && !col.nullable {
-                    keep[i] = false;
-                    reasons[i] = Some(if text_s.is_valid(i) {
-                        format!(
-                            "column_name[{}], the value [{}] cannot be converted to {}, and the column is NOT NULL",
+                    let shown = text.as_ref().filter(|t| t.is_valid(i)).map(|t| {
+                        arrow::util::display::array_value_to_string(t, i).unwrap_or_default()
+                    });
+                    reasons[i] = Some(match shown {
+                        Some(v) => format!(
+                            "column_name[{}], the value [{v}] cannot be converted to {}, and the column is NOT NULL",
                             col.name,
-                            text_s.value(i),
                             col.column_type.desc()
-                        )
-                    } else {
-                        format!("null value for not null column, column={}", col.name)
+                        ),
+                        None => format!("null value for not null column, column={}", col.name),
                     });
                 } else if let Some(max) = col.column_type.max_len()
-                    && text_s.is_valid(i)
-                    && text_s.value(i).len() > max
+                    && let Some(s) = arr.as_string_opt::<i32>()
+                    && s.is_valid(i)
+                    && s.value(i).len() > max
                 {
                     keep[i] = false;
                     reasons[i] = Some(format!(
                         "the length of input is too long than schema. column_name: {}; input_str: [{}] schema length: {max}; actual length: {};",
                         col.name,
-                        text_s.value(i).chars().take(64).collect::<String>(),
-                        text_s.value(i).len()
+                        s.value(i).chars().take(64).collect::<String>(),
+                        s.value(i).len()
                     ));
                 }
             }
-            columns.push(typed);
+            columns.push(arr);
         }
         let reasons_count = reasons.iter().filter(|r| r.is_some()).count();
         for (i, r) in reasons.into_iter().enumerate() {
@@ -166,6 +267,7 @@ impl Converter {
         }
         // Drop filtered rows before assembling the batch: they may hold NULLs
         // that the NOT NULL columns of the schema do not allow.
+        let kept = n - reasons_count - unselected;
         let columns = if keep.iter().all(|k| *k) {
             columns
         } else {
@@ -178,9 +280,13 @@ impl Converter {
         let batch = RecordBatch::try_new_with_options(
             self.arrow_schema.clone(),
             columns,
-            &arrow::array::RecordBatchOptions::new().with_row_count(Some(n - reasons_count)),
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(kept)),
         )?;
-        Ok(Converted { batch, errors })
+        Ok(Converted {
+            batch,
+            errors,
+            unselected,
+        })
     }
 }
 
@@ -221,7 +327,13 @@ mod tests {
     #[test]
     fn filters_with_reasons() {
         let names: Vec<String> = ["id", "name", "d"].iter().map(|s| s.to_string()).collect();
-        let conv = Converter::new(schema(), &names, vec![None, None, None], false).unwrap();
+        let spec = SourceSpec {
+            names: names.clone(),
+            types: vec![],
+            column_exprs: vec![],
+            where_expr: vec![],
+        };
+        let conv = Converter::new(schema(), &spec, vec![None, None, None], false).unwrap();
         let out = conv
             .convert(&[
                 row(&[Some("1"), Some("ab"), Some("2026-08-01")]),
@@ -242,12 +354,18 @@ mod tests {
         }));
         assert!(out.errors.iter().any(|e| e.0.contains("too long")));
         assert!(out.errors.iter().any(|e| e.0.contains("NOT NULL")));
-        let strict = Converter::new(schema(), &names, vec![None, None, None], true).unwrap();
+        let strict = Converter::new(schema(), &spec, vec![None, None, None], true).unwrap();
         let out = strict
             .convert(&[row(&[Some("5"), Some("a"), Some("not a date")])])
             .unwrap();
         assert_eq!(out.batch.num_rows(), 0);
         assert!(out.errors[0].0.contains("strict mode"));
-        assert!(Converter::new(schema(), &["nope".to_string()], vec![], false).is_err());
+        let missing_id = SourceSpec {
+            names: vec!["name".to_string()],
+            types: vec![],
+            column_exprs: vec![],
+            where_expr: vec![],
+        };
+        assert!(Converter::new(schema(), &missing_id, vec![], false).is_err());
     }
 }

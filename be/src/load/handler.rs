@@ -20,7 +20,7 @@ use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
 use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadPlanPb, TxnOperationRequest};
 
-use super::convert::Converter;
+use super::convert::{Converter, SourceSpec};
 use super::options::LoadOptions;
 use super::parse::{RowSplitter, SourceRow};
 use crate::service::Backend;
@@ -133,6 +133,7 @@ struct Load<'a> {
     total: u64,
     errors: Vec<(String, String)>,
     error_count: u64,
+    unselected: u64,
     write_ms: u64,
 }
 
@@ -153,7 +154,8 @@ impl Load<'_> {
         }
         let conv = self.converter.convert(&rows)?;
         let good = conv.batch.num_rows() as u64;
-        self.total += good;
+        self.total += good + conv.unselected as u64;
+        self.unselected += conv.unselected as u64;
         self.record_errors(conv.errors);
         let (routed, rejected) = self.router.route(&conv.batch)?;
         if !rejected.is_empty() {
@@ -289,6 +291,8 @@ pub async fn stream_load(
             label: opts.label.clone(),
             two_phase_commit: opts.two_phase_commit,
             timeout_secs: opts.timeout_secs,
+            columns: opts.columns.clone().unwrap_or_default(),
+            where_expr: opts.where_expr.clone().unwrap_or_default(),
         })
         .await;
     resp.begin_txn_ms = t.elapsed().as_millis() as u64;
@@ -388,10 +392,24 @@ async fn run_load(
     resp: &mut LoadResponse,
 ) -> Result<Vec<i64>> {
     let schema = TableSchema::from_pb(&plan.schema.clone().unwrap_or_default())?;
-    let names: Vec<String> = match &opts.columns {
-        Some(c) => c.clone(),
-        None => schema.columns.iter().map(|c| c.name.clone()).collect(),
+    // Source columns: as the FE compiled them from the columns header, or the
+    // table's own columns.
+    let spec = if plan.source_columns.is_empty() {
+        SourceSpec {
+            names: schema.columns.iter().map(|c| c.name.clone()).collect(),
+            types: vec![],
+            column_exprs: plan.column_exprs.clone(),
+            where_expr: plan.where_expr.clone(),
+        }
+    } else {
+        SourceSpec {
+            names: plan.source_columns.clone(),
+            types: plan.source_types.clone(),
+            column_exprs: plan.column_exprs.clone(),
+            where_expr: plan.where_expr.clone(),
+        }
     };
+    let names = spec.names.clone();
     let defaults: Vec<Option<String>> = plan
         .defaults
         .iter()
@@ -400,7 +418,7 @@ async fn run_load(
             (*has && d != "CURRENT_TIMESTAMP" && d != "CURRENT_DATE").then(|| d.clone())
         })
         .collect();
-    let converter = Converter::new(schema, &names, defaults, opts.strict_mode)?;
+    let converter = Converter::new(schema, &spec, defaults, opts.strict_mode)?;
     let mut load = Load {
         be,
         txn_id,
@@ -428,6 +446,7 @@ async fn run_load(
         total: 0,
         errors: vec![],
         error_count: 0,
+        unselected: 0,
         write_ms: 0,
     };
     let mut splitter = RowSplitter::new(opts.clone(), names);
@@ -484,6 +503,7 @@ async fn run_load(
     resp.total_rows = load.total;
     resp.loaded_rows = load.loaded;
     resp.filtered_rows = load.error_count;
+    resp.unselected_rows = load.unselected;
     if load.error_count > 0 {
         let more = load.error_count - load.errors.len() as u64;
         if let Some(name) = write_error_log(be, txn_id, &load.errors, more) {
@@ -493,7 +513,7 @@ async fn run_load(
             ));
         }
     }
-    let denominator = load.total.max(1) as f64;
+    let denominator = (load.total - load.unselected).max(1) as f64;
     if load.error_count as f64 / denominator > opts.max_filter_ratio {
         resp.loaded_rows = 0;
         return Err(TethysError::DataQuality("too many filtered rows".into()));

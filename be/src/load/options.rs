@@ -17,7 +17,10 @@ pub struct LoadOptions {
     pub format: Format,
     pub column_separator: Vec<u8>,
     pub line_delimiter: Vec<u8>,
-    pub columns: Option<Vec<String>>,
+    /// The `columns` header as written (names and `name = expr` items).
+    pub columns: Option<String>,
+    /// The `where` header.
+    pub where_expr: Option<String>,
     pub max_filter_ratio: f64,
     pub strict_mode: bool,
     pub timeout_secs: i64,
@@ -91,7 +94,6 @@ impl LoadOptions {
     /// Reads the headers; unsupported ones are refused with a clear message.
     pub fn from_headers(h: &HeaderMap) -> Result<LoadOptions> {
         for (name, what) in [
-            ("where", "the where header"),
             ("partitions", "the partitions header"),
             ("temporary_partitions", "the temporary_partitions header"),
             ("enclose", "the enclose header"),
@@ -141,19 +143,7 @@ impl LoadOptions {
                 .map_err(|_| TethysError::Analysis(format!("invalid skip_lines: {s}")))?;
         }
         let columns = match header(h, "columns") {
-            Some(c) if !c.is_empty() => {
-                if c.contains('=') {
-                    return Err(TethysError::NotSupported(
-                        "expressions in the columns header are not supported yet; list column names only".into(),
-                    ));
-                }
-                Some(
-                    c.split(',')
-                        .map(|s| s.trim().trim_matches('`').to_string())
-                        .filter(|s| !s.is_empty())
-                        .collect(),
-                )
-            }
+            Some(c) if !c.is_empty() => Some(c.to_string()),
             _ => None,
         };
         let max_filter_ratio = match header(h, "max_filter_ratio") {
@@ -184,6 +174,9 @@ impl LoadOptions {
             column_separator: separator(header(h, "column_separator").unwrap_or("\\t"))?,
             line_delimiter: separator(header(h, "line_delimiter").unwrap_or("\\n"))?,
             columns,
+            where_expr: header(h, "where")
+                .filter(|w| !w.is_empty())
+                .map(str::to_string),
             max_filter_ratio,
             strict_mode: flag(h, "strict_mode")?,
             timeout_secs,

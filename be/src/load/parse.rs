@@ -209,6 +209,7 @@ mod tests {
             column_separator: b"||".to_vec(),
             line_delimiter: b"\n".to_vec(),
             columns: None,
+            where_expr: None,
             max_filter_ratio: 0.0,
             strict_mode: false,
             timeout_secs: 0,
