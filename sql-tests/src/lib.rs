@@ -57,6 +57,19 @@ pub struct TethysServer {
 impl TethysServer {
     /// Starts the binary at `binary` on free ports with a fresh data directory.
     pub async fn start(binary: &Path) -> Result<TethysServer, HarnessError> {
+        // Free ports are picked by binding to port 0 and letting go; another
+        // test may grab one in between, so a failed start is retried on new ports.
+        let mut last = None;
+        for _ in 0..5 {
+            match Self::start_once(binary).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| HarnessError::Setup("could not start tethys".into())))
+    }
+
+    async fn start_once(binary: &Path) -> Result<TethysServer, HarnessError> {
         let data = tempfile::tempdir().map_err(|e| HarnessError::Setup(e.to_string()))?;
         let mut s = TethysServer {
             binary: binary.to_path_buf(),
@@ -105,6 +118,14 @@ impl TethysServer {
         loop {
             if let Ok(c) = Conn::new(self.opts()).await {
                 let _ = c.disconnect().await;
+                // Make sure it was our server that answered (a port taken by
+                // another test's server would let a failed start look alive).
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if let Some(ch) = self.child.as_mut()
+                    && let Ok(Some(status)) = ch.try_wait()
+                {
+                    return Err(HarnessError::Setup(format!("tethys exited at start: {status}")));
+                }
                 return Ok(());
             }
             if let Some(ch) = self.child.as_mut()
@@ -135,7 +156,20 @@ impl TethysServer {
     /// Kills the server with SIGKILL (no clean shutdown) and starts it again.
     pub async fn crash_and_restart(&mut self) -> Result<(), HarnessError> {
         self.kill();
-        self.spawn().await
+        let mut result = self.spawn().await;
+        for _ in 0..4 {
+            if result.is_ok() {
+                break;
+            }
+            // A port was taken meanwhile: restart on new ports, same data.
+            self.kill();
+            self.ports = [free_port()?, free_port()?, free_port()?, free_port()?];
+            self.query_port = free_port()?;
+            self.fe_http_port = self.ports[0];
+            self.be_http_port = self.ports[1];
+            result = self.spawn().await;
+        }
+        result
     }
 
     fn kill(&mut self) {

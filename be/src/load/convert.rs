@@ -160,6 +160,7 @@ impl Converter {
         };
         // 1. Source columns, typed.
         let mut sources: Vec<ArrayRef> = Vec::with_capacity(n_source);
+        let mut texts: Vec<ArrayRef> = Vec::with_capacity(n_source);
         for (si, f) in self.source_schema.fields().iter().enumerate() {
             let mut b = StringBuilder::with_capacity(n, n * 8);
             for r in &ok_rows {
@@ -186,6 +187,7 @@ impl Converter {
                 }
             }
             sources.push(typed);
+            texts.push(text);
         }
         let source_batch = RecordBatch::try_new_with_options(
             self.source_schema.clone(),
@@ -217,7 +219,7 @@ impl Converter {
                     } else {
                         cast_with_options(&sources[*si], target, &opts)?
                     };
-                    (a, Some(sources[*si].clone()))
+                    (a, Some(texts[*si].clone()))
                 }
                 Target::Expr(e) => (e.evaluate(&source_batch)?.into_array(n)?, None),
                 Target::Default(d) => {
