@@ -33,3 +33,28 @@ mod tests {
         assert_eq!(decode_basic_auth("Basic !!!"), None);
     }
 }
+
+/// Builds a two-phase-commit request from the `txn_id`, `label` and
+/// `txn_operation` headers (read through `header`); the error is the message
+/// Doris answers for a malformed `txn_id`.
+pub fn two_phase_request(
+    header: impl Fn(&str) -> Option<String>,
+    user: String,
+    password: String,
+    db: String,
+) -> Result<tethys_proto::TxnOperationRequest, String> {
+    let txn_id = match header("txn_id") {
+        Some(t) => t
+            .parse::<i64>()
+            .map_err(|_| format!("convert txn_id [{t}] failed"))?,
+        None => 0,
+    };
+    Ok(tethys_proto::TxnOperationRequest {
+        user,
+        password,
+        db,
+        txn_id,
+        label: header("label").unwrap_or_default(),
+        operation: header("txn_operation").unwrap_or_default(),
+    })
+}

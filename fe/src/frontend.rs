@@ -75,26 +75,6 @@ impl Frontend {
         )
     }
 
-    /// Registers a connection.
-    pub fn register_conn(&self, user: &str, host: &str) -> Arc<ConnHandle> {
-        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-        let (kill, _) = tokio::sync::watch::channel(0);
-        let h = Arc::new(ConnHandle {
-            id,
-            user: user.to_string(),
-            host: host.to_string(),
-            db: Mutex::new(None),
-            info: Mutex::new((String::new(), Instant::now())),
-            kill,
-            killed: AtomicBool::new(false),
-        });
-        self.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, h.clone());
-        h
-    }
-
     /// Reserves a connection id before authentication.
     pub fn reserve_conn_id(&self) -> u32 {
         self.next_conn.fetch_add(1, Ordering::Relaxed)

@@ -11,7 +11,6 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
-use tethys_proto::TxnOperationRequest;
 use tethys_proto::frontend_service_server::FrontendService;
 
 use crate::frontend::Frontend;
@@ -133,27 +132,17 @@ async fn two_phase(
             .and_then(|v| v.to_str().ok())
             .map(|s| s.trim().to_string())
     };
-    let txn_id = match h("txn_id") {
-        Some(t) => match t.parse::<i64>() {
-            Ok(v) => v,
-            Err(_) => {
-                return json(
-                    StatusCode::OK,
-                    serde_json::json!({"status": "Fail", "msg": format!("convert txn_id [{t}] failed")}),
-                );
-            }
-        },
-        None => 0,
+    let db = params.get("db").cloned().unwrap_or_default();
+    let req = match tethys_common::http_auth::two_phase_request(h, user, password, db) {
+        Ok(r) => r,
+        Err(msg) => {
+            return json(
+                StatusCode::OK,
+                serde_json::json!({"status": "Fail", "msg": msg}),
+            );
+        }
     };
     let rpc = crate::rpc::FrontendRpc::new(st.fe.clone());
-    let req = TxnOperationRequest {
-        user,
-        password,
-        db: params.get("db").cloned().unwrap_or_default(),
-        txn_id,
-        label: h("label").unwrap_or_default(),
-        operation: h("txn_operation").unwrap_or_default(),
-    };
     match rpc.txn_operation(tonic::Request::new(req)).await {
         Ok(r) => json(
             StatusCode::OK,

@@ -124,7 +124,9 @@ impl TethysServer {
                 if let Some(ch) = self.child.as_mut()
                     && let Ok(Some(status)) = ch.try_wait()
                 {
-                    return Err(HarnessError::Setup(format!("tethys exited at start: {status}")));
+                    return Err(HarnessError::Setup(format!(
+                        "tethys exited at start: {status}"
+                    )));
                 }
                 return Ok(());
             }

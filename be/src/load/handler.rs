@@ -18,7 +18,7 @@ use tethys_common::config::{ROWS_PER_PAGE, SEGMENT_FLUSH_ROWS};
 use tethys_common::routing::{BucketRule, PartitionRoute, Router};
 use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
-use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadPlanPb, TxnOperationRequest};
+use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadPlanPb};
 
 use super::convert::{Converter, SourceSpec};
 use super::options::LoadOptions;
@@ -568,25 +568,15 @@ pub async fn stream_load_2pc(
             .and_then(|v| v.to_str().ok())
             .map(|s| s.trim().to_string())
     };
-    let txn_id = match h("txn_id") {
-        Some(t) => match t.parse::<i64>() {
-            Ok(v) => v,
-            Err(_) => {
-                return json(
-                    StatusCode::OK,
-                    &serde_json::json!({"status": "Fail", "msg": format!("convert txn_id [{t}] failed")}),
-                );
-            }
-        },
-        None => 0,
-    };
-    let req = TxnOperationRequest {
-        user,
-        password,
-        db: params.get("db").cloned().unwrap_or_default(),
-        txn_id,
-        label: h("label").unwrap_or_default(),
-        operation: h("txn_operation").unwrap_or_default(),
+    let db = params.get("db").cloned().unwrap_or_default();
+    let req = match tethys_common::http_auth::two_phase_request(h, user, password, db) {
+        Ok(r) => r,
+        Err(msg) => {
+            return json(
+                StatusCode::OK,
+                &serde_json::json!({"status": "Fail", "msg": msg}),
+            );
+        }
     };
     match fe.txn_operation(req).await {
         Ok(r) => json(
