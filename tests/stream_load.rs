@@ -453,3 +453,30 @@ async fn columns_expressions_and_where() {
     assert_eq!(field(&body, "Status"), "Success", "{body}");
     assert_eq!(f.count().await, 5);
 }
+
+#[tokio::test]
+async fn compressed_bodies() {
+    let f = Fixture::new().await;
+    let plain = f.file("p.csv", GOOD);
+    let gz = f.dir.path().join("p.csv.gz");
+    let out = std::process::Command::new("gzip")
+        .args(["-c", &plain])
+        .output()
+        .expect("gzip");
+    std::fs::write(&gz, out.stdout).expect("write gz");
+    let body = f.load(
+        &gz.to_string_lossy(),
+        &["column_separator:,", "compress_type:gz"],
+    );
+    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(field(&body, "NumberLoadedRows"), 3);
+    // A body that is not what compress_type says fails and loads nothing.
+    let body = f.load(&plain, &["column_separator:,", "compress_type:gz"]);
+    assert_eq!(field(&body, "Status"), "Fail", "{body}");
+    let body = f.load(&plain, &["format:json", "compress_type:gz"]);
+    assert!(
+        body.contains("compress data of JSON format is not supported."),
+        "{body}"
+    );
+    assert_eq!(f.count().await, 3);
+}

@@ -459,6 +459,7 @@ async fn run_load(
     let read_start = Instant::now();
     let mut stream = body.into_data_stream();
     let mut pending: Vec<SourceRow> = Vec::with_capacity(ROWS_PER_PAGE);
+    let mut decompressor = opts.compress.map(super::decompress::Decompressor::new);
     let mut bytes = 0u64;
     loop {
         let next = tokio::time::timeout_at(deadline, stream.next())
@@ -472,14 +473,32 @@ async fn run_load(
                         "body exceed max size: {MAX_BODY_BYTES}, data: {bytes}"
                     )));
                 }
-                (splitter.feed(&chunk)?, false)
+                let mut parsed = vec![];
+                match decompressor.as_mut() {
+                    Some(d) => {
+                        for plain in d.push(chunk).await? {
+                            parsed.extend(splitter.feed(&plain)?);
+                        }
+                    }
+                    None => parsed.extend(splitter.feed(&chunk)?),
+                }
+                (parsed, false)
             }
             Some(Err(e)) => {
                 return Err(TethysError::Backend(format!(
                     "reading the request body failed (client gone?): {e}"
                 )));
             }
-            None => (splitter.finish()?, true),
+            None => {
+                let mut parsed = vec![];
+                if let Some(d) = decompressor.take() {
+                    for plain in d.finish().await? {
+                        parsed.extend(splitter.feed(&plain)?);
+                    }
+                }
+                parsed.extend(splitter.finish()?);
+                (parsed, true)
+            }
         };
         for p in parsed {
             match p {

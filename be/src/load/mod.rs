@@ -5,6 +5,7 @@
 //! transaction, answering with Doris' response JSON.
 
 mod convert;
+mod decompress;
 mod handler;
 mod options;
 mod parse;

@@ -30,6 +30,7 @@ pub struct LoadOptions {
     pub read_json_by_line: bool,
     pub two_phase_commit: bool,
     pub comment: String,
+    pub compress: Option<super::decompress::Codec>,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -100,7 +101,6 @@ impl LoadOptions {
             ("escape", "the escape header"),
             ("jsonpaths", "the jsonpaths header"),
             ("json_root", "the json_root header"),
-            ("compress_type", "compressed bodies (compress_type)"),
             ("merge_type", "merge_type"),
             ("partial_columns", "partial column updates"),
         ] {
@@ -186,6 +186,17 @@ impl LoadOptions {
             read_json_by_line: flag(h, "read_json_by_line")?,
             two_phase_commit: flag(h, "two_phase_commit")?,
             comment: header(h, "comment").unwrap_or_default().to_string(),
+            compress: {
+                let c = super::decompress::Codec::parse(
+                    header(h, "compress_type").unwrap_or_default(),
+                )?;
+                if c.is_some() && format == Format::Json {
+                    return Err(TethysError::Analysis(
+                        "compress data of JSON format is not supported.".into(),
+                    ));
+                }
+                c
+            },
         })
     }
 }

@@ -219,6 +219,7 @@ mod tests {
             read_json_by_line: false,
             two_phase_commit: false,
             comment: String::new(),
+            compress: None,
         }
     }
 
