@@ -223,8 +223,22 @@ async fn data_quality_and_error_log() {
     assert_eq!(field(&body, "NumberLoadedRows"), 1, "{body}");
     let body = f.load(&conv, &["column_separator:,", "strict_mode:true"]);
     assert_eq!(field(&body, "Status"), "Fail", "{body}");
+    // The partitions header: rows of other partitions are filtered.
+    let two = f.file("d.csv", "2026-01-20,20,p1row,1\n2026-02-20,21,p2row,1\n");
+    let body = f.load(
+        &two,
+        &[
+            "column_separator:,",
+            "partitions:p2",
+            "max_filter_ratio:0.5",
+        ],
+    );
+    assert_eq!(field(&body, "NumberLoadedRows"), 1, "{body}");
+    assert_eq!(field(&body, "NumberFilteredRows"), 1, "{body}");
+    let body = f.load(&two, &["column_separator:,", "partitions:p9"]);
+    assert!(body.contains("unknown partition: p9"), "{body}");
     // Headers not supported yet are refused clearly, and load nothing.
-    let body = f.load(&conv, &["column_separator:,", "partitions:p1"]);
+    let body = f.load(&conv, &["column_separator:,", "enclose:\""]);
     assert_eq!(field(&body, "Status"), "Fail");
     assert!(
         field(&body, "Message")
@@ -232,7 +246,7 @@ async fn data_quality_and_error_log() {
             .is_some_and(|m| m.contains("not supported yet")),
         "{body}"
     );
-    assert_eq!(f.count().await, 2);
+    assert_eq!(f.count().await, 3);
 }
 
 #[tokio::test]

@@ -66,6 +66,7 @@ pub fn load_plan(t: &Table, backends: &[crate::catalog::BackendInfo]) -> LoadPla
                 upper: p.range.and_then(|r| text(r.1)),
                 tablet_ids: p.tablets.iter().map(|x| x.id).collect(),
                 backend_ids: p.tablets.iter().map(|x| x.backend_id).collect(),
+                name: p.name.clone(),
             })
             .collect(),
         hash_columns: match &t.distribution {

@@ -93,11 +93,23 @@ fn unauthorized(msg: &str) -> Response {
     )
 }
 
-fn router_of(plan: &LoadPlanPb) -> Router {
+fn router_of(plan: &LoadPlanPb, only: Option<&Vec<String>>) -> Result<Router> {
     let parse = |s: &Option<String>| s.as_ref().and_then(|v| v.parse::<i128>().ok());
+    if let Some(names) = only {
+        for n in names {
+            if !plan
+                .partitions
+                .iter()
+                .any(|p| p.name.eq_ignore_ascii_case(n))
+            {
+                return Err(TethysError::Analysis(format!("unknown partition: {n}")));
+            }
+        }
+    }
     let partitions = plan
         .partitions
         .iter()
+        .filter(|p| only.is_none_or(|names| names.iter().any(|n| n.eq_ignore_ascii_case(&p.name))))
         .map(|p| PartitionRoute {
             partition_id: p.partition_id,
             lower: parse(&p.lower),
@@ -116,7 +128,7 @@ fn router_of(plan: &LoadPlanPb) -> Router {
         BucketRule::Hash(plan.hash_columns.iter().map(|c| *c as usize).collect())
     };
     let pc = (plan.partition_column >= 0).then_some(plan.partition_column as usize);
-    Router::new(pc, partitions, buckets)
+    Ok(Router::new(pc, partitions, buckets))
 }
 
 /// State of one running load.
@@ -437,7 +449,7 @@ async fn run_load(
                 )
             })
             .collect(),
-        router: router_of(plan),
+        router: router_of(plan, opts.partitions.as_ref())?,
         converter,
         buffers: HashMap::new(),
         buffered: 0,

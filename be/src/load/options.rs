@@ -31,6 +31,8 @@ pub struct LoadOptions {
     pub two_phase_commit: bool,
     pub comment: String,
     pub compress: Option<super::decompress::Codec>,
+    /// The `partitions` header: rows of other partitions are filtered.
+    pub partitions: Option<Vec<String>>,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -95,7 +97,6 @@ impl LoadOptions {
     /// Reads the headers; unsupported ones are refused with a clear message.
     pub fn from_headers(h: &HeaderMap) -> Result<LoadOptions> {
         for (name, what) in [
-            ("partitions", "the partitions header"),
             ("temporary_partitions", "the temporary_partitions header"),
             ("enclose", "the enclose header"),
             ("escape", "the escape header"),
@@ -186,6 +187,12 @@ impl LoadOptions {
             read_json_by_line: flag(h, "read_json_by_line")?,
             two_phase_commit: flag(h, "two_phase_commit")?,
             comment: header(h, "comment").unwrap_or_default().to_string(),
+            partitions: header(h, "partitions").filter(|p| !p.is_empty()).map(|p| {
+                p.split(',')
+                    .map(|x| x.trim().trim_matches('`').to_string())
+                    .filter(|x| !x.is_empty())
+                    .collect()
+            }),
             compress: {
                 let c = super::decompress::Codec::parse(
                     header(h, "compress_type").unwrap_or_default(),

@@ -220,6 +220,7 @@ mod tests {
             two_phase_commit: false,
             comment: String::new(),
             compress: None,
+            partitions: None,
         }
     }
 
