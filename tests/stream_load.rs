@@ -161,6 +161,30 @@ async fn labels_redirect_and_visibility() {
             .is_some_and(|l| !l.is_empty())
     );
     assert_eq!(f.count().await, 6);
+    // The history: SHOW STREAM LOAD and SHOW LOAD.
+    let mut c = Conn::new(f.server.opts()).await.expect("connect");
+    let rows: Vec<mysql_async::Row> = c
+        .query("SHOW STREAM LOAD FROM ld WHERE Label = 'l1'")
+        .await
+        .expect("show stream load");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].get::<String, _>("Status").as_deref(),
+        Some("Success")
+    );
+    assert_eq!(rows[0].get::<String, _>("Table").as_deref(), Some("t"));
+    assert_eq!(rows[0].get::<String, _>("LoadedRows").as_deref(), Some("3"));
+    assert_eq!(rows[0].get::<String, _>("User").as_deref(), Some("root"));
+    let rows: Vec<mysql_async::Row> = c.query("SHOW LOAD FROM ld").await.expect("show load");
+    assert_eq!(rows.len(), 2);
+    assert!(
+        rows.iter()
+            .all(|r| r.get::<String, _>("State").as_deref() == Some("FINISHED"))
+    );
+    assert!(
+        rows.iter()
+            .all(|r| r.get::<String, _>("Type").as_deref() == Some("STREAM_LOAD"))
+    );
     // Credentials and names are checked.
     let (code, body) = curl(&["-u", "root:wrong", "-T", &csv, &f.fe_url("t/_stream_load")]);
     assert_eq!(code, 401, "{body}");

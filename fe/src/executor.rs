@@ -592,6 +592,110 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
                 rows,
             )
         }
+        Statement::ShowLoad { db, stream, filter } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let txns: Vec<crate::catalog::TxnRecord> = fe
+                .catalog
+                .read()
+                .txns
+                .values()
+                .filter(|t| t.db.eq_ignore_ascii_case(&db))
+                .filter(|t| !stream || t.source == "BACKEND_STREAMING")
+                .cloned()
+                .collect();
+            if stream {
+                let rows = txns
+                    .iter()
+                    .map(|t| {
+                        let s = t.stats.clone().unwrap_or_default();
+                        let status = match t.state {
+                            crate::catalog::TxnState::Visible | crate::catalog::TxnState::Precommitted => "Success",
+                            crate::catalog::TxnState::Aborted => "Fail",
+                            _ => "Running",
+                        };
+                        vec![
+                            t.label.clone(),
+                            t.db.clone(),
+                            s.table,
+                            String::new(),
+                            status.into(),
+                            s.message,
+                            s.error_url,
+                            s.total_rows.to_string(),
+                            s.loaded_rows.to_string(),
+                            s.filtered_rows.to_string(),
+                            s.unselected_rows.to_string(),
+                            s.load_bytes.to_string(),
+                            fmt_time(t.prepare_time),
+                            fmt_time(t.finish_time),
+                            s.user,
+                            s.comment,
+                        ]
+                    })
+                    .collect();
+                filtered(
+                    &[
+                        "Label", "Db", "Table", "ClientIp", "Status", "Message", "Url", "TotalRows", "LoadedRows",
+                        "FilteredRows", "UnselectedRows", "LoadBytes", "StartTime", "FinishTime", "User", "Comment",
+                    ],
+                    rows,
+                    &filter,
+                )
+                .await
+            } else {
+                let rows = txns
+                    .iter()
+                    .map(|t| {
+                        let s = t.stats.clone().unwrap_or_default();
+                        let state = match t.state {
+                            crate::catalog::TxnState::Visible => "FINISHED",
+                            crate::catalog::TxnState::Aborted => "CANCELLED",
+                            crate::catalog::TxnState::Committed => "COMMITTED",
+                            _ => "LOADING",
+                        };
+                        let kind = if t.source == "BACKEND_STREAMING" { "STREAM_LOAD" } else { "INSERT" };
+                        vec![
+                            t.id.to_string(),
+                            t.label.clone(),
+                            state.into(),
+                            "N/A".into(),
+                            kind.into(),
+                            "NULL".into(),
+                            format!(
+                                "total:{}; loaded:{}; filtered:{}; unselected:{}; bytes:{}",
+                                s.total_rows, s.loaded_rows, s.filtered_rows, s.unselected_rows, s.load_bytes
+                            ),
+                            if t.state == crate::catalog::TxnState::Aborted {
+                                t.reason.clone()
+                            } else {
+                                String::new()
+                            },
+                            fmt_time(t.prepare_time),
+                            fmt_time(t.prepare_time),
+                            fmt_time(t.prepare_time),
+                            fmt_time(t.prepare_time),
+                            fmt_time(t.finish_time),
+                            s.error_url,
+                            format!("{{\"Table\":\"{}\"}}", s.table),
+                            t.id.to_string(),
+                            String::new(),
+                            s.user,
+                            s.comment,
+                        ]
+                    })
+                    .collect();
+                filtered(
+                    &[
+                        "JobId", "Label", "State", "Progress", "Type", "EtlInfo", "TaskInfo", "ErrorMsg", "CreateTime",
+                        "EtlStartTime", "EtlFinishTime", "LoadStartTime", "LoadFinishTime", "URL", "JobDetails",
+                        "TransactionId", "ErrorTablets", "User", "Comment",
+                    ],
+                    rows,
+                    &filter,
+                )
+                .await
+            }
+        }
         Statement::ShowEmpty { columns } => string_rows(&columns, vec![]),
         Statement::ShowCharset => string_rows(
             &["Charset", "Description", "Default collation", "Maxlen"],

@@ -178,6 +178,21 @@ impl FrontendService for FrontendRpc {
         req: Request<FinishLoadRequest>,
     ) -> Result<Response<FinishLoadResponse>, Status> {
         let r = req.into_inner();
+        if let Some(st) = &r.stats {
+            let stats = crate::catalog::LoadStats {
+                table: st.table.clone(),
+                total_rows: st.total_rows,
+                loaded_rows: st.loaded_rows,
+                filtered_rows: st.filtered_rows,
+                unselected_rows: st.unselected_rows,
+                load_bytes: st.load_bytes,
+                message: st.message.clone(),
+                error_url: st.error_url.clone(),
+                user: st.user.clone(),
+                comment: st.comment.clone(),
+            };
+            self.fe.txn.record_stats(r.txn_id, stats).map_err(status)?;
+        }
         let touched: BTreeSet<(i64, i64)> = r
             .touched_partitions
             .iter()

@@ -84,6 +84,7 @@ impl TxnManager {
                 reason: String::new(),
                 touched: vec![],
                 timeout_ms,
+                stats: None,
             };
             Ok((EditOp::BeginTxn { txn: txn.clone() }, txn))
         })
@@ -137,6 +138,12 @@ impl TxnManager {
             ))
         })?;
         self.publish(txn_id).await
+    }
+
+    /// Records what a load did (kept with its transaction).
+    pub fn record_stats(&self, txn_id: i64, stats: crate::catalog::LoadStats) -> Result<()> {
+        self.catalog
+            .mutate(|_, _| Ok((EditOp::LoadStats { txn_id, stats }, ())))
     }
 
     /// Pre-commits a load (two-phase commit): durable, invisible, waiting for

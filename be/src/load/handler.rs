@@ -18,7 +18,7 @@ use tethys_common::config::{ROWS_PER_PAGE, SEGMENT_FLUSH_ROWS};
 use tethys_common::routing::{BucketRule, PartitionRoute, Router};
 use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
-use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadPlanPb};
+use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadPlanPb, LoadStatsPb};
 
 use super::convert::{Converter, SourceSpec};
 use super::options::LoadOptions;
@@ -238,6 +238,22 @@ impl Load<'_> {
     }
 }
 
+/// The statistics of a load, as the FE keeps them.
+fn stats_of(resp: &LoadResponse, table: &str, user: &str) -> LoadStatsPb {
+    LoadStatsPb {
+        table: table.to_string(),
+        total_rows: resp.total_rows as i64,
+        loaded_rows: resp.loaded_rows as i64,
+        filtered_rows: resp.filtered_rows as i64,
+        unselected_rows: resp.unselected_rows as i64,
+        load_bytes: resp.load_bytes as i64,
+        message: resp.message.clone(),
+        error_url: resp.error_url.clone().unwrap_or_default(),
+        user: user.to_string(),
+        comment: resp.comment.clone(),
+    }
+}
+
 /// Writes the error log of a load; returns its file name.
 fn write_error_log(
     be: &Backend,
@@ -296,7 +312,7 @@ pub async fn stream_load(
     let t = Instant::now();
     let begun = fe
         .begin_load(BeginLoadRequest {
-            user,
+            user: user.clone(),
             password,
             db: db.clone(),
             table: table.clone(),
@@ -330,7 +346,7 @@ pub async fn stream_load(
     let plan = begun.plan.unwrap_or_default();
     let outcome = run_load(&be, &opts, &plan, begun.txn_id, body, &mut resp).await;
     let fe_for_abort = fe.clone();
-    let abort = |reason: String| {
+    let abort = |reason: String, stats: LoadStatsPb| {
         let mut fe = fe_for_abort.clone();
         let txn_id = begun.txn_id;
         async move {
@@ -339,6 +355,7 @@ pub async fn stream_load(
                     txn_id,
                     action: "ABORT".into(),
                     reason,
+                    stats: Some(stats),
                     ..Default::default()
                 })
                 .await;
@@ -346,7 +363,7 @@ pub async fn stream_load(
     };
     match outcome {
         Err(e) => {
-            abort(e.to_string()).await;
+            let reason = e.to_string();
             resp.status = "Fail".into();
             resp.message = match e {
                 TethysError::DataQuality(m) => format!("[DATA_QUALITY_ERROR]{m}"),
@@ -358,6 +375,7 @@ pub async fn stream_load(
                 }
                 other => format!("[INTERNAL_ERROR]{other}"),
             };
+            abort(reason, stats_of(&resp, &table, &user)).await;
         }
         Ok(touched) => {
             let t = Instant::now();
@@ -373,6 +391,10 @@ pub async fn stream_load(
                     reason: String::new(),
                     table_id: plan.table_id,
                     touched_partitions: touched,
+                    stats: Some(LoadStatsPb {
+                        message: "OK".into(),
+                        ..stats_of(&resp, &table, &user)
+                    }),
                 })
                 .await;
             resp.commit_ms = t.elapsed().as_millis() as u64;
@@ -382,9 +404,9 @@ pub async fn stream_load(
                     resp.message = "OK".into();
                 }
                 Err(s) => {
-                    abort(s.message().to_string()).await;
                     resp.status = "Fail".into();
                     resp.message = format!("[INTERNAL_ERROR]{}", s.message());
+                    abort(s.message().to_string(), stats_of(&resp, &table, &user)).await;
                 }
             }
         }

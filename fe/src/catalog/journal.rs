@@ -75,6 +75,10 @@ pub enum EditOp {
         reason: String,
         time: i64,
     },
+    LoadStats {
+        txn_id: i64,
+        stats: LoadStats,
+    },
     RemoveTxns {
         ids: Vec<i64>,
     },
@@ -213,6 +217,11 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
                 t.state = TxnState::Aborted;
                 t.reason = reason.clone();
                 t.finish_time = *time;
+            }
+        }
+        EditOp::LoadStats { txn_id, stats } => {
+            if let Some(t) = state.txns.get_mut(txn_id) {
+                t.stats = Some(stats.clone());
             }
         }
         EditOp::RemoveTxns { ids } => {

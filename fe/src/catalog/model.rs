@@ -295,6 +295,21 @@ impl TxnState {
     }
 }
 
+/// What a load did (rows, bytes, outcome), for SHOW LOAD / SHOW STREAM LOAD.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadStats {
+    pub table: String,
+    pub total_rows: i64,
+    pub loaded_rows: i64,
+    pub filtered_rows: i64,
+    pub unselected_rows: i64,
+    pub load_bytes: i64,
+    pub message: String,
+    pub error_url: String,
+    pub user: String,
+    pub comment: String,
+}
+
 /// The new version of one partition a transaction commits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PartitionVersion {
@@ -322,6 +337,9 @@ pub struct TxnRecord {
     /// How long the transaction may stay open (0: no limit).
     #[serde(default)]
     pub timeout_ms: i64,
+    /// What the load did, once known.
+    #[serde(default)]
+    pub stats: Option<LoadStats>,
 }
 
 /// The whole catalog.

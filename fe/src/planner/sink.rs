@@ -198,7 +198,19 @@ impl DataSink for OlapSink {
             .fe
             .txn
             .begin(&self.db, self.stmt.label.clone(), "INSERT_STREAMING")?;
-        let result = match self.load(txn.id, data).await {
+        let result = self.load(txn.id, data).await;
+        let stats = crate::catalog::LoadStats {
+            table: self.table.name.clone(),
+            total_rows: result.as_ref().map(|r| r.0 as i64).unwrap_or(0),
+            loaded_rows: result.as_ref().map(|r| r.0 as i64).unwrap_or(0),
+            message: match &result {
+                Ok(_) => "OK".into(),
+                Err(e) => e.to_string(),
+            },
+            ..Default::default()
+        };
+        let _ = self.fe.txn.record_stats(txn.id, stats);
+        let result = match result {
             Ok((rows, touched)) => {
                 if rows == 0 {
                     Ok(0)

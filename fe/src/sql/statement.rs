@@ -163,6 +163,12 @@ pub enum Statement {
         db: Option<String>,
         where_sql: Option<String>,
     },
+    /// SHOW LOAD / SHOW STREAM LOAD.
+    ShowLoad {
+        db: Option<String>,
+        stream: bool,
+        filter: ShowFilter,
+    },
     ShowEmpty {
         columns: Vec<&'static str>,
     },
@@ -1022,6 +1028,19 @@ fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
     if t.eat_kw("warnings") || t.eat_kw("errors") {
         return Ok(Statement::ShowEmpty {
             columns: vec!["Level", "Code", "Message"],
+        });
+    }
+    if t.eat_kws(&["stream", "load"]) || t.peek_kws(&["load"]) {
+        let stream = !t.eat_kw("load");
+        let db = if t.eat_kw("from") || t.eat_kw("in") {
+            Some(t.ident()?)
+        } else {
+            None
+        };
+        return Ok(Statement::ShowLoad {
+            db,
+            stream,
+            filter: show_filter(t, sql)?,
         });
     }
     if t.eat_kw("transaction") {
