@@ -261,8 +261,15 @@ async fn data_quality_and_error_log() {
     assert_eq!(field(&body, "NumberFilteredRows"), 1, "{body}");
     let body = f.load(&two, &["column_separator:,", "partitions:p9"]);
     assert!(body.contains("unknown partition: p9"), "{body}");
+    // enclose / escape: separators and line breaks inside quoted fields are data.
+    let quoted = f.file(
+        "q.csv",
+        "2026-01-21,22,\"a,b\",1\n2026-01-22,23,\"x\ny\",2\n",
+    );
+    let body = f.load(&quoted, &["column_separator:,", "enclose:\"", "escape:\\"]);
+    assert_eq!(field(&body, "NumberLoadedRows"), 2, "{body}");
     // Headers not supported yet are refused clearly, and load nothing.
-    let body = f.load(&conv, &["column_separator:,", "enclose:\""]);
+    let body = f.load(&conv, &["format:json", "jsonpaths:[\"$.a\"]"]);
     assert_eq!(field(&body, "Status"), "Fail");
     assert!(
         field(&body, "Message")
@@ -270,7 +277,13 @@ async fn data_quality_and_error_log() {
             .is_some_and(|m| m.contains("not supported yet")),
         "{body}"
     );
-    assert_eq!(f.count().await, 3);
+    assert_eq!(f.count().await, 5);
+    let mut c = Conn::new(f.server.opts()).await.expect("connect");
+    let names: Vec<String> = c
+        .query("SELECT name FROM ld.t WHERE id IN (22, 23) ORDER BY id")
+        .await
+        .expect("names");
+    assert_eq!(names, vec!["a,b".to_string(), "x\ny".to_string()]);
 }
 
 #[tokio::test]

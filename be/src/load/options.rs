@@ -31,6 +31,9 @@ pub struct LoadOptions {
     pub two_phase_commit: bool,
     pub comment: String,
     pub compress: Option<super::decompress::Codec>,
+    /// CSV enclose (quote) byte and escape byte.
+    pub enclose: Option<u8>,
+    pub escape: Option<u8>,
     /// The `partitions` header: rows of other partitions are filtered.
     pub partitions: Option<Vec<String>>,
 }
@@ -47,6 +50,21 @@ fn flag(h: &HeaderMap, name: &str) -> Result<bool> {
         Some(v) => Err(TethysError::Analysis(format!(
             "invalid value of header {name}: {v}"
         ))),
+    }
+}
+
+fn single_byte(h: &HeaderMap, name: &str) -> Result<Option<u8>> {
+    match header(h, name) {
+        None | Some("") => Ok(None),
+        Some(v) => {
+            let b = separator(v)?;
+            if b.len() != 1 {
+                return Err(TethysError::Analysis(format!(
+                    "{name} must be a single byte: {v}"
+                )));
+            }
+            Ok(Some(b[0]))
+        }
     }
 }
 
@@ -98,8 +116,6 @@ impl LoadOptions {
     pub fn from_headers(h: &HeaderMap) -> Result<LoadOptions> {
         for (name, what) in [
             ("temporary_partitions", "the temporary_partitions header"),
-            ("enclose", "the enclose header"),
-            ("escape", "the escape header"),
             ("jsonpaths", "the jsonpaths header"),
             ("json_root", "the json_root header"),
             ("merge_type", "merge_type"),
@@ -187,6 +203,8 @@ impl LoadOptions {
             read_json_by_line: flag(h, "read_json_by_line")?,
             two_phase_commit: flag(h, "two_phase_commit")?,
             comment: header(h, "comment").unwrap_or_default().to_string(),
+            enclose: single_byte(h, "enclose")?,
+            escape: single_byte(h, "escape")?,
             partitions: header(h, "partitions").filter(|p| !p.is_empty()).map(|p| {
                 p.split(',')
                     .map(|x| x.trim().trim_matches('`').to_string())

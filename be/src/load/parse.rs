@@ -53,6 +53,96 @@ pub fn split_csv(line: &[u8], sep: &[u8], trim_quotes: bool) -> SourceRow {
     SourceRow { fields, raw: text }
 }
 
+/// Splits one CSV line whose fields may be wrapped in `enclose` (where the
+/// separator and line delimiter are data) with `escape` escaping the next byte.
+pub fn split_csv_enclosed(line: &[u8], sep: &[u8], enclose: u8, escape: Option<u8>) -> SourceRow {
+    let text = String::from_utf8_lossy(line).to_string();
+    let mut fields = vec![];
+    let mut i = 0;
+    loop {
+        let mut value = Vec::new();
+        let mut quoted = false;
+        if i < line.len() && line[i] == enclose {
+            quoted = true;
+            i += 1;
+            while i < line.len() {
+                let b = line[i];
+                if Some(b) == escape && i + 1 < line.len() {
+                    value.push(line[i + 1]);
+                    i += 2;
+                } else if b == enclose {
+                    if i + 1 < line.len() && line[i + 1] == enclose {
+                        value.push(enclose);
+                        i += 2;
+                    } else {
+                        i += 1;
+                        break;
+                    }
+                } else {
+                    value.push(b);
+                    i += 1;
+                }
+            }
+        }
+        let end = find(line, sep, i).unwrap_or(line.len());
+        value.extend_from_slice(&line[i..end]);
+        fields.push(if !quoted && value == b"\\N" {
+            None
+        } else {
+            Some(String::from_utf8_lossy(&value).to_string())
+        });
+        if end >= line.len() {
+            break;
+        }
+        i = end + sep.len();
+    }
+    SourceRow { fields, raw: text }
+}
+
+/// End of the next line at or after `from`, skipping delimiters inside
+/// `enclose` quotes; `None` if the line is not complete yet.
+fn find_line_end(
+    buf: &[u8],
+    delim: &[u8],
+    sep: &[u8],
+    from: usize,
+    enclose: Option<u8>,
+    escape: Option<u8>,
+) -> Option<usize> {
+    let Some(q) = enclose else {
+        return find(buf, delim, from);
+    };
+    let mut in_quote = false;
+    let mut i = from;
+    let mut field_start = true;
+    while i < buf.len() {
+        let b = buf[i];
+        if in_quote {
+            if Some(b) == escape {
+                i += 2;
+                continue;
+            }
+            if b == q {
+                in_quote = false;
+            }
+            i += 1;
+            continue;
+        }
+        if b == q && field_start {
+            in_quote = true;
+            field_start = false;
+            i += 1;
+            continue;
+        }
+        if buf[i..].starts_with(delim) {
+            return Some(i);
+        }
+        i += 1;
+        field_start = buf[from..i].ends_with(sep);
+    }
+    None
+}
+
 /// Field text of a JSON value.
 fn json_field(v: &serde_json::Value) -> Option<String> {
     match v {
@@ -116,11 +206,16 @@ impl RowSplitter {
             return;
         }
         match self.opts.format {
-            Format::Csv => out.push(Ok(split_csv(
-                line,
-                &self.opts.column_separator,
-                self.opts.trim_double_quotes,
-            ))),
+            Format::Csv => out.push(Ok(match self.opts.enclose {
+                Some(q) => {
+                    split_csv_enclosed(line, &self.opts.column_separator, q, self.opts.escape)
+                }
+                None => split_csv(
+                    line,
+                    &self.opts.column_separator,
+                    self.opts.trim_double_quotes,
+                ),
+            })),
             Format::Json => {
                 let trimmed = String::from_utf8_lossy(line);
                 if trimmed.trim().is_empty() {
@@ -155,7 +250,14 @@ impl RowSplitter {
         self.buf.extend_from_slice(chunk);
         let delim = self.opts.line_delimiter.clone();
         let mut start = 0;
-        while let Some(end) = find(&self.buf, &delim, start) {
+        while let Some(end) = find_line_end(
+            &self.buf,
+            &delim,
+            &self.opts.column_separator,
+            start,
+            self.opts.enclose,
+            self.opts.escape,
+        ) {
             let line = self.buf[start..end].to_vec();
             self.line(&line, &mut out);
             start = end + delim.len();
@@ -221,6 +323,8 @@ mod tests {
             comment: String::new(),
             compress: None,
             partitions: None,
+            enclose: None,
+            escape: None,
         }
     }
 
@@ -236,6 +340,38 @@ mod tests {
             vec![Some("a".into()), Some("b".into()), None]
         );
         assert_eq!(rows[1].fields, vec![Some("c".into()), Some("d".into())]);
+    }
+
+    #[test]
+    fn enclosed_fields() {
+        let mut o = opts(Format::Csv);
+        o.column_separator = b"|;".to_vec();
+        o.skip_lines = 0;
+        o.enclose = Some(b'"');
+        o.escape = Some(b'\\');
+        let mut s = RowSplitter::new(o, vec![]);
+        let mut rows = s
+            .feed(b"1|;\"a|;b\"|;x\n2|;\"line\nbreak\"|;\"say \\\"hi\\\"\"\n3|;")
+            .unwrap();
+        rows.extend(s.feed(b"\"\"\"\"|;z").unwrap());
+        rows.extend(s.finish().unwrap());
+        let rows: Vec<SourceRow> = rows.into_iter().map(|r| r.unwrap()).collect();
+        assert_eq!(
+            rows[0].fields,
+            vec![Some("1".into()), Some("a|;b".into()), Some("x".into())]
+        );
+        assert_eq!(
+            rows[1].fields,
+            vec![
+                Some("2".into()),
+                Some("line\nbreak".into()),
+                Some("say \"hi\"".into())
+            ]
+        );
+        assert_eq!(
+            rows[2].fields,
+            vec![Some("3".into()), Some("\"".into()), Some("z".into())]
+        );
     }
 
     #[test]
