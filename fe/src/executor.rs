@@ -760,7 +760,6 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
         label,
         batch_size: session.vars.batch_size(),
         time_zone: session.vars.time_zone(),
-        strict: true,
         mem_limit: session.vars.exec_mem_limit(),
         outcome: Mutex::new(None),
     }

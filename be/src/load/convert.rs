@@ -55,17 +55,18 @@ pub struct SourceSpec {
     pub where_expr: Vec<u8>,
 }
 
-fn decode_expr(bytes: &[u8], schema: &arrow::datatypes::Schema) -> Result<Arc<dyn PhysicalExpr>> {
+fn decode_expr(
+    bytes: &[u8],
+    schema: &arrow::datatypes::Schema,
+    task: &datafusion::execution::TaskContext,
+) -> Result<Arc<dyn PhysicalExpr>> {
     use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
     use prost::Message;
     let node = datafusion_proto::protobuf::PhysicalExprNode::decode(bytes)
         .map_err(|e| TethysError::Internal(format!("bad load expression: {e}")))?;
-    let mut ctx = datafusion::prelude::SessionContext::new();
-    tethys_common::functions::register_all(&mut ctx)?;
-    let task = ctx.task_ctx();
     Ok(parse_physical_expr(
         &node,
-        &task,
+        task,
         schema,
         &tethys_common::plan::TethysCodec,
     )?)
@@ -93,6 +94,10 @@ impl Converter {
             fields.push(arrow::datatypes::Field::new(name.to_lowercase(), ty, true));
         }
         let source_schema = Arc::new(arrow::datatypes::Schema::new(fields));
+        // One function registry for every expression of this load.
+        let mut ctx = datafusion::prelude::SessionContext::new();
+        tethys_common::functions::register_all(&mut ctx)?;
+        let task = ctx.task_ctx();
         let mut targets = Vec::with_capacity(schema.columns.len());
         for (ci, c) in schema.columns.iter().enumerate() {
             let expr = spec.column_exprs.get(ci).filter(|b| !b.is_empty());
@@ -101,7 +106,7 @@ impl Converter {
                 .iter()
                 .position(|n| n.eq_ignore_ascii_case(&c.name));
             let t = match (expr, src) {
-                (Some(bytes), _) => Target::Expr(decode_expr(bytes, &source_schema)?),
+                (Some(bytes), _) => Target::Expr(decode_expr(bytes, &source_schema, &task)?),
                 (None, Some(si)) => Target::Source(si),
                 (None, None) => {
                     let d = defaults.get(ci).cloned().flatten();
@@ -119,7 +124,7 @@ impl Converter {
         let where_expr = if spec.where_expr.is_empty() {
             None
         } else {
-            Some(decode_expr(&spec.where_expr, &source_schema)?)
+            Some(decode_expr(&spec.where_expr, &source_schema, &task)?)
         };
         let arrow_schema = schema.arrow_schema();
         Ok(Converter {

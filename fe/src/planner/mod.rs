@@ -45,7 +45,6 @@ pub struct StatementCtx {
     pub label: Option<String>,
     pub batch_size: usize,
     pub time_zone: String,
-    pub strict: bool,
     /// The session's exec_mem_limit, per fragment and for the FE part of the plan.
     pub mem_limit: usize,
     pub outcome: Mutex<Option<InsertOutcome>>,
