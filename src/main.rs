@@ -56,6 +56,13 @@ struct StandaloneArgs {
     /// Fragment execution threads on the BE (0: one per core).
     #[arg(long, default_value_t = 0)]
     exec_threads: usize,
+    /// How long finished loads keep their labels, seconds (Doris'
+    /// `label_keep_max_second` for stream loads and INSERTs).
+    #[arg(long, default_value_t = tethys_fe::server::LABEL_KEEP_MAX_SECS)]
+    label_keep_max_second: i64,
+    /// How often expired labels are cleaned, seconds.
+    #[arg(long, default_value_t = tethys_fe::server::LABEL_CLEAN_INTERVAL_SECS)]
+    label_clean_interval_second: u64,
 }
 
 impl Default for StandaloneArgs {
@@ -69,6 +76,8 @@ impl Default for StandaloneArgs {
             be_port: ports::BE_RPC,
             fe_rpc_port: ports::FE_RPC,
             exec_threads: 0,
+            label_keep_max_second: tethys_fe::server::LABEL_KEEP_MAX_SECS,
+            label_clean_interval_second: tethys_fe::server::LABEL_CLEAN_INTERVAL_SECS,
         }
     }
 }
@@ -119,6 +128,8 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
         http_addr: SocketAddr::new(args.host, args.http_port),
         rpc_addr: SocketAddr::new(args.host, args.fe_rpc_port),
         backends: vec![(args.host.to_string(), args.be_port, args.be_http_port)],
+        label_keep_max_secs: args.label_keep_max_second,
+        label_clean_interval_secs: args.label_clean_interval_second,
     };
     let fe = tethys_fe::open(&fe_cfg).await?;
     let mut fe_stop = stop_rx.clone();

@@ -8,28 +8,10 @@ use std::time::Duration;
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use tethys_sql_tests::TethysServer;
+use tethys_sql_tests::{TethysServer, curl, json_field};
 
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
-}
-
-/// Runs curl; returns (http code, body).
-fn curl(args: &[&str]) -> (u16, String) {
-    let out = std::process::Command::new("curl")
-        .args(["-s", "-w", "\n%{http_code}"])
-        .args(args)
-        .output()
-        .expect("curl must be installed (see .ci/run)");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').unwrap_or((&text, "0"));
-    (code.trim().parse().unwrap_or(0), body.to_string())
-}
-
-fn field(body: &str, name: &str) -> serde_json::Value {
-    let v: serde_json::Value =
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
-    v.get(name).cloned().unwrap_or(serde_json::Value::Null)
 }
 
 struct Fixture {
@@ -39,7 +21,13 @@ struct Fixture {
 
 impl Fixture {
     async fn new() -> Fixture {
-        let server = TethysServer::start(&binary()).await.expect("start");
+        Self::with_args(&[]).await
+    }
+
+    async fn with_args(args: &[&str]) -> Fixture {
+        let server = TethysServer::start_with_args(&binary(), args)
+            .await
+            .expect("start");
         let mut c = Conn::new(server.opts()).await.expect("connect");
         c.query_drop("CREATE DATABASE ld").await.expect("db");
         c.query_drop(
@@ -77,16 +65,7 @@ impl Fixture {
 
     /// Loads `file` through the FE (307 followed), with extra headers.
     fn load(&self, file: &str, headers: &[&str]) -> String {
-        let mut args: Vec<String> = vec!["--location-trusted".into(), "-u".into(), "root:".into()];
-        for h in headers {
-            args.push("-H".into());
-            args.push(h.to_string());
-        }
-        args.extend(["-T".into(), file.into(), self.fe_url("t/_stream_load")]);
-        let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-        let (code, body) = curl(&refs);
-        assert_eq!(code, 200, "{body}");
-        body
+        self.server.stream_load("ld", "t", file, headers)
     }
 
     async fn count(&self) -> i64 {
@@ -116,12 +95,12 @@ async fn labels_redirect_and_visibility() {
     ]);
     assert_eq!(code, 307);
     let body = f.load(&csv, &["label:l1", "column_separator:,"]);
-    assert_eq!(field(&body, "Status"), "Success", "{body}");
-    assert_eq!(field(&body, "Label"), "l1");
-    assert_eq!(field(&body, "NumberLoadedRows"), 3);
-    assert_eq!(field(&body, "NumberTotalRows"), 3);
-    assert_eq!(field(&body, "TwoPhaseCommit"), "false");
-    let txn = field(&body, "TxnId").as_i64().expect("txn id");
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "Label"), "l1");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 3);
+    assert_eq!(json_field(&body, "NumberTotalRows"), 3);
+    assert_eq!(json_field(&body, "TwoPhaseCommit"), "false");
+    let txn = json_field(&body, "TxnId").as_i64().expect("txn id");
     for key in [
         "LoadBytes",
         "LoadTimeMs",
@@ -131,15 +110,15 @@ async fn labels_redirect_and_visibility() {
         "WriteDataTimeMs",
         "CommitAndPublishTimeMs",
     ] {
-        assert!(field(&body, key).is_number(), "{key} in {body}");
+        assert!(json_field(&body, key).is_number(), "{key} in {body}");
     }
     assert_eq!(f.count().await, 3);
     // Retrying with the same label loads nothing.
     let body = f.load(&csv, &["label:l1", "column_separator:,"]);
-    assert_eq!(field(&body, "Status"), "Label Already Exists");
-    assert_eq!(field(&body, "ExistingJobStatus"), "VISIBLE");
+    assert_eq!(json_field(&body, "Status"), "Label Already Exists");
+    assert_eq!(json_field(&body, "ExistingJobStatus"), "VISIBLE");
     assert_eq!(
-        field(&body, "Message"),
+        json_field(&body, "Message"),
         format!("[LABEL_ALREADY_EXISTS] Label [l1] has already been used, relate to txn [{txn}], status [VISIBLE].").as_str()
     );
     assert_eq!(f.count().await, 3);
@@ -154,9 +133,9 @@ async fn labels_redirect_and_visibility() {
         &f.be_url("t/_stream_load"),
     ]);
     assert_eq!(code, 200);
-    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
     assert!(
-        field(&body, "Label")
+        json_field(&body, "Label")
             .as_str()
             .is_some_and(|l| !l.is_empty())
     );
@@ -198,10 +177,10 @@ async fn labels_redirect_and_visibility() {
         &csv,
         &f.fe_url("nope/_stream_load"),
     ]);
-    assert_eq!(field(&body, "Status"), "Fail");
+    assert_eq!(json_field(&body, "Status"), "Fail");
     assert!(body.contains("unknown table"), "{body}");
     let (_, body) = curl(&["-u", "root:", "-T", &csv, &f.be_url("nope/_stream_load")]);
-    assert_eq!(field(&body, "Status"), "Fail");
+    assert_eq!(json_field(&body, "Status"), "Fail");
     assert!(body.contains("unknown table"), "{body}");
 }
 
@@ -214,13 +193,13 @@ async fn data_quality_and_error_log() {
     );
     // Default max_filter_ratio is 0: the whole load fails, nothing is visible.
     let body = f.load(&bad, &["label:q1", "column_separator:,"]);
-    assert_eq!(field(&body, "Status"), "Fail");
+    assert_eq!(json_field(&body, "Status"), "Fail");
     assert_eq!(
-        field(&body, "Message"),
+        json_field(&body, "Message"),
         "[DATA_QUALITY_ERROR]too many filtered rows"
     );
-    assert_eq!(field(&body, "NumberFilteredRows"), 3);
-    let url = field(&body, "ErrorURL")
+    assert_eq!(json_field(&body, "NumberFilteredRows"), 3);
+    let url = json_field(&body, "ErrorURL")
         .as_str()
         .expect("ErrorURL")
         .to_string();
@@ -236,17 +215,17 @@ async fn data_quality_and_error_log() {
         &bad,
         &["label:q1", "column_separator:,", "max_filter_ratio:0.8"],
     );
-    assert_eq!(field(&body, "Status"), "Success", "{body}");
-    assert_eq!(field(&body, "NumberLoadedRows"), 1);
-    assert_eq!(field(&body, "NumberFilteredRows"), 3);
-    assert!(field(&body, "ErrorURL").is_string());
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 1);
+    assert_eq!(json_field(&body, "NumberFilteredRows"), 3);
+    assert!(json_field(&body, "ErrorURL").is_string());
     assert_eq!(f.count().await, 1);
     // strict_mode turns a failed conversion into a filtered row instead of NULL.
     let conv = f.file("c.csv", "2026-01-08,8,h,notanumber\n");
     let body = f.load(&conv, &["column_separator:,"]);
-    assert_eq!(field(&body, "NumberLoadedRows"), 1, "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 1, "{body}");
     let body = f.load(&conv, &["column_separator:,", "strict_mode:true"]);
-    assert_eq!(field(&body, "Status"), "Fail", "{body}");
+    assert_eq!(json_field(&body, "Status"), "Fail", "{body}");
     // The partitions header: rows of other partitions are filtered.
     let two = f.file("d.csv", "2026-01-20,20,p1row,1\n2026-02-20,21,p2row,1\n");
     let body = f.load(
@@ -257,8 +236,8 @@ async fn data_quality_and_error_log() {
             "max_filter_ratio:0.5",
         ],
     );
-    assert_eq!(field(&body, "NumberLoadedRows"), 1, "{body}");
-    assert_eq!(field(&body, "NumberFilteredRows"), 1, "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 1, "{body}");
+    assert_eq!(json_field(&body, "NumberFilteredRows"), 1, "{body}");
     let body = f.load(&two, &["column_separator:,", "partitions:p9"]);
     assert!(body.contains("unknown partition: p9"), "{body}");
     // enclose / escape: separators and line breaks inside quoted fields are data.
@@ -267,12 +246,12 @@ async fn data_quality_and_error_log() {
         "2026-01-21,22,\"a,b\",1\n2026-01-22,23,\"x\ny\",2\n",
     );
     let body = f.load(&quoted, &["column_separator:,", "enclose:\"", "escape:\\"]);
-    assert_eq!(field(&body, "NumberLoadedRows"), 2, "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 2, "{body}");
     // Headers not supported yet are refused clearly, and load nothing.
-    let body = f.load(&conv, &["format:json", "jsonpaths:[\"$.a\"]"]);
-    assert_eq!(field(&body, "Status"), "Fail");
+    let body = f.load(&conv, &["column_separator:,", "merge_type:DELETE"]);
+    assert_eq!(json_field(&body, "Status"), "Fail");
     assert!(
-        field(&body, "Message")
+        json_field(&body, "Message")
             .as_str()
             .is_some_and(|m| m.contains("not supported yet")),
         "{body}"
@@ -294,15 +273,15 @@ async fn two_phase_commit_survives_a_crash() {
         &csv,
         &["label:tpc1", "column_separator:,", "two_phase_commit:true"],
     );
-    assert_eq!(field(&body, "Status"), "Success", "{body}");
-    assert_eq!(field(&body, "TwoPhaseCommit"), "true");
-    let txn = field(&body, "TxnId").as_i64().expect("txn");
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "TwoPhaseCommit"), "true");
+    let txn = json_field(&body, "TxnId").as_i64().expect("txn");
     assert_eq!(f.count().await, 0, "pre-committed data is invisible");
     let body2 = f.load(
         &csv,
         &["label:tpc2", "column_separator:,", "two_phase_commit:true"],
     );
-    let txn2 = field(&body2, "TxnId").as_i64().expect("txn2");
+    let txn2 = json_field(&body2, "TxnId").as_i64().expect("txn2");
     // kill -9 and restart: both stay pre-committed.
     f.server.crash_and_restart().await.expect("restart");
     assert_eq!(f.count().await, 0);
@@ -317,9 +296,9 @@ async fn two_phase_commit_survives_a_crash() {
         &format!("txn_id:{txn}"),
         &f.fe_url("_stream_load_2pc"),
     ]);
-    assert_eq!(field(&r, "status"), "Success", "{r}");
+    assert_eq!(json_field(&r, "status"), "Success", "{r}");
     assert_eq!(
-        field(&r, "msg"),
+        json_field(&r, "msg"),
         format!("transaction [{txn}] commit successfully.").as_str()
     );
     assert_eq!(f.count().await, 3);
@@ -334,8 +313,8 @@ async fn two_phase_commit_survives_a_crash() {
         "label:tpc2",
         &f.be_url("t/_stream_load_2pc"),
     ]);
-    assert_eq!(field(&r, "status"), "Success", "{r}");
-    assert_eq!(field(&r, "msg"), "label [tpc2] abort successfully.");
+    assert_eq!(json_field(&r, "status"), "Success", "{r}");
+    assert_eq!(json_field(&r, "msg"), "label [tpc2] abort successfully.");
     assert_eq!(f.count().await, 3);
     // Operations on finished transactions are refused.
     let (_, r) = curl(&[
@@ -349,7 +328,7 @@ async fn two_phase_commit_survives_a_crash() {
         &format!("txn_id:{txn2}"),
         &f.fe_url("_stream_load_2pc"),
     ]);
-    assert_eq!(field(&r, "status"), "Fail");
+    assert_eq!(json_field(&r, "status"), "Fail");
     assert!(r.contains("is already aborted, not pre-committed"), "{r}");
     let (_, r) = curl(&[
         "-X",
@@ -388,9 +367,9 @@ async fn json_formats_and_columns() {
         r#"[{"day":"2026-01-10","id":9,"name":"f","amount":1.5},{"day":"2026-01-11","ID":10}]"#,
     );
     let body = f.load(&arr, &["format:json", "strip_outer_array:true"]);
-    assert_eq!(field(&body, "NumberLoadedRows"), 2, "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 2, "{body}");
     let body = f.load(&arr, &["format:json"]);
-    assert_eq!(field(&body, "Status"), "Fail");
+    assert_eq!(json_field(&body, "Status"), "Fail");
     assert!(body.contains("strip_outer_array"), "{body}");
     let lines = f.file(
         "b.json",
@@ -400,7 +379,7 @@ async fn json_formats_and_columns() {
         &lines,
         &["format:json", "read_json_by_line:true", "columns: id, day"],
     );
-    assert_eq!(field(&body, "NumberLoadedRows"), 2, "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 2, "{body}");
     // csv_with_names skips the header line; columns reorders source fields.
     let csv = f.file("c.csv", "id|day\n13|2026-01-14\n");
     let body = f.load(
@@ -411,7 +390,27 @@ async fn json_formats_and_columns() {
             "columns:id,day",
         ],
     );
-    assert_eq!(field(&body, "NumberLoadedRows"), 1, "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 1, "{body}");
+    // json_root picks the rows out of an envelope; jsonpaths maps nested
+    // fields to the columns named in `columns`, in order.
+    let nested = f.file(
+        "d.json",
+        r#"{"meta": 1, "data": [{"k": 14, "when": {"d": "2026-01-15"}, "who": ["h", "x"]}]}"#,
+    );
+    let body = f.load(
+        &nested,
+        &[
+            "format:json",
+            "strip_outer_array:true",
+            "json_root:$.data",
+            r#"jsonpaths:["$.k", "$.when.d", "$.who[0]"]"#,
+            "columns:id,day,name",
+        ],
+    );
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 1, "{body}");
+    let body = f.load(&nested, &["format:json", "jsonpaths:$.k"]);
+    assert_eq!(json_field(&body, "Status"), "Fail");
+    assert!(body.contains("Invalid jsonpaths"), "{body}");
     let mut c = Conn::new(f.server.opts()).await.expect("connect");
     let rows: Vec<(i32, Option<String>, Option<String>)> = c
         .query("SELECT id, name, CAST(amount AS CHAR) FROM ld.t ORDER BY id")
@@ -424,7 +423,8 @@ async fn json_formats_and_columns() {
             (10, None, None),
             (11, None, None),
             (12, None, None),
-            (13, None, None)
+            (13, None, None),
+            (14, Some("h".into()), None)
         ]
     );
 }
@@ -449,7 +449,7 @@ async fn client_disconnect_mid_body_leaves_nothing() {
     // The label of the failed load is free again.
     let csv = f.file("a.csv", GOOD);
     let body = f.load(&csv, &["label:cut1", "column_separator:,"]);
-    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
     assert_eq!(f.count().await, 3);
 }
 
@@ -467,11 +467,11 @@ async fn columns_expressions_and_where() {
             "where: id > 1",
         ],
     );
-    assert_eq!(field(&body, "Status"), "Success", "{body}");
-    assert_eq!(field(&body, "NumberTotalRows"), 3);
-    assert_eq!(field(&body, "NumberLoadedRows"), 2);
-    assert_eq!(field(&body, "NumberUnselectedRows"), 1);
-    assert_eq!(field(&body, "NumberFilteredRows"), 0);
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "NumberTotalRows"), 3);
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 2);
+    assert_eq!(json_field(&body, "NumberUnselectedRows"), 1);
+    assert_eq!(json_field(&body, "NumberFilteredRows"), 0);
     let mut c = Conn::new(f.server.opts()).await.expect("connect");
     let rows: Vec<(i32, String, String)> = c
         .query("SELECT id, name, CAST(amount AS CHAR) FROM ld.t ORDER BY id")
@@ -487,8 +487,8 @@ async fn columns_expressions_and_where() {
     // Unselected rows do not count against max_filter_ratio; a where that drops
     // everything still succeeds.
     let body = f.load(&csv, &["column_separator:,", "where: id > 100"]);
-    assert_eq!(field(&body, "Status"), "Success", "{body}");
-    assert_eq!(field(&body, "NumberUnselectedRows"), 3);
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "NumberUnselectedRows"), 3);
     // Expressions that do not plan are reported, and the label is not used up.
     let body = f.load(
         &csv,
@@ -498,10 +498,10 @@ async fn columns_expressions_and_where() {
             "columns: day, id, x, y, amount = nosuchfn(y)",
         ],
     );
-    assert_eq!(field(&body, "Status"), "Fail");
+    assert_eq!(json_field(&body, "Status"), "Fail");
     assert!(body.contains("nosuchfn"), "{body}");
     let body = f.load(&csv, &["label:expr1", "column_separator:,"]);
-    assert_eq!(field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
     assert_eq!(f.count().await, 5);
 }
 
@@ -519,15 +519,115 @@ async fn compressed_bodies() {
         &gz.to_string_lossy(),
         &["column_separator:,", "compress_type:gz"],
     );
-    assert_eq!(field(&body, "Status"), "Success", "{body}");
-    assert_eq!(field(&body, "NumberLoadedRows"), 3);
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 3);
     // A body that is not what compress_type says fails and loads nothing.
     let body = f.load(&plain, &["column_separator:,", "compress_type:gz"]);
-    assert_eq!(field(&body, "Status"), "Fail", "{body}");
+    assert_eq!(json_field(&body, "Status"), "Fail", "{body}");
     let body = f.load(&plain, &["format:json", "compress_type:gz"]);
     assert!(
         body.contains("compress data of JSON format is not supported."),
         "{body}"
     );
     assert_eq!(f.count().await, 3);
+}
+
+#[tokio::test]
+async fn labels_expire_after_label_keep_max_second() {
+    let f = Fixture::with_args(&[
+        "--label-keep-max-second",
+        "1",
+        "--label-clean-interval-second",
+        "1",
+    ])
+    .await;
+    let csv = f.file("a.csv", GOOD);
+    let body = f.load(&csv, &["label:short", "column_separator:,"]);
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    let body = f.load(&csv, &["label:short", "column_separator:,"]);
+    assert_eq!(
+        json_field(&body, "Status"),
+        "Label Already Exists",
+        "{body}"
+    );
+    // Once cleaned, the label can be used again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let body = f.load(&csv, &["label:short", "column_separator:,"]);
+        if json_field(&body, "Status") == "Success" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{body}");
+    }
+    assert_eq!(f.count().await, 6);
+}
+
+/// Peak resident memory of a process, kB.
+fn vm_hwm_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
+
+#[tokio::test]
+async fn expect_continue_and_a_large_body_stream_in_bounded_memory() {
+    let f = Fixture::new().await;
+    let csv = f.file("a.csv", GOOD);
+    // curl waits for the server's 100 Continue before it sends the body.
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sv",
+            "--location-trusted",
+            "-u",
+            "root:",
+            "-H",
+            "Expect: 100-continue",
+            "-H",
+            "column_separator:,",
+            "-T",
+            &csv,
+            &f.fe_url("t/_stream_load"),
+        ])
+        .output()
+        .expect("curl");
+    let verbose = String::from_utf8_lossy(&out.stderr);
+    assert!(verbose.contains("307"), "{verbose}");
+    assert!(verbose.contains("100 Continue"), "{verbose}");
+    let body = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 3, "{body}");
+
+    // A 256 MB body, generated as it is sent (chunked), passes through the
+    // backend without being held: its lines are skipped (skip_lines), the
+    // last three load, and the server's peak memory barely moves.
+    let pid = f.server.pid().expect("pid");
+    let before = vm_hwm_kb(pid);
+    let lines = 256 * 1024 * 1024 / 64;
+    let pipeline = format!(
+        "( yes 'skipped line of sixty-four bytes, padded with dots.............' | head -n {lines}; \
+           printf '{good}' ) | curl -s --location-trusted -u root: -H 'column_separator:,' \
+           -H 'skip_lines:{lines}' -T - {url}",
+        good = GOOD.replace('\n', "\\n"),
+        url = f.fe_url("t/_stream_load"),
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &pipeline])
+        .output()
+        .expect("bash");
+    let body = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 3, "{body}");
+    assert!(
+        json_field(&body, "LoadBytes").as_u64().unwrap_or(0) > 256 * 1024 * 1024,
+        "{body}"
+    );
+    let after = vm_hwm_kb(pid);
+    assert!(
+        after.saturating_sub(before) < 64 * 1024,
+        "peak memory grew from {before} kB to {after} kB for a 256 MB body"
+    );
+    assert_eq!(f.count().await, 6);
 }

@@ -15,8 +15,14 @@ use arrow_flight::flight_service_client::FlightServiceClient;
 use futures::{StreamExt, TryStreamExt};
 use prost::Message;
 use tethys_proto::backend_service_client::BackendServiceClient;
-use tethys_proto::{ExecFragmentRequest, WriteRequest, WriteResponse};
+use tethys_proto::{
+    ExecFragmentRequest, GroupCommitWriteRequest, GroupCommitWriteResponse, WriteRequest,
+    WriteResponse,
+};
 use tonic::transport::{Channel, Endpoint};
+
+/// Flight descriptor path of a group-commit write.
+pub const GROUP_COMMIT_PATH: &str = "group_commit";
 
 /// Where a backend listens.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -92,6 +98,30 @@ impl BackendClient {
         batches: Vec<RecordBatch>,
     ) -> Result<WriteResponse> {
         let desc = FlightDescriptor::new_cmd(WriteRequest { txn_id, tablet_id }.encode_to_vec());
+        let meta = self.put(desc, batches).await?;
+        WriteResponse::decode(meta)
+            .map_err(|e| TethysError::Backend(format!("bad write response: {e}")))
+    }
+
+    /// Sends the rows of an INSERT to the backend's group commit of the table.
+    pub async fn group_commit_write(
+        &self,
+        req: GroupCommitWriteRequest,
+        batches: Vec<RecordBatch>,
+    ) -> Result<GroupCommitWriteResponse> {
+        let mut desc = FlightDescriptor::new_cmd(req.encode_to_vec());
+        desc.path = vec![GROUP_COMMIT_PATH.to_string()];
+        let meta = self.put(desc, batches).await?;
+        GroupCommitWriteResponse::decode(meta)
+            .map_err(|e| TethysError::Backend(format!("bad group commit response: {e}")))
+    }
+
+    /// A Flight DoPut of `batches`; returns the result's app metadata.
+    async fn put(
+        &self,
+        desc: FlightDescriptor,
+        batches: Vec<RecordBatch>,
+    ) -> Result<prost::bytes::Bytes> {
         let input = futures::stream::iter(batches.into_iter().map(Ok));
         let data = FlightDataEncoderBuilder::new()
             .with_flight_descriptor(Some(desc))
@@ -104,8 +134,7 @@ impl BackendClient {
             .await
             .map_err(|s| self.err(s))?
             .ok_or_else(|| TethysError::Backend("write returned no result".into()))?;
-        WriteResponse::decode(first.app_metadata)
-            .map_err(|e| TethysError::Backend(format!("bad write response: {e}")))
+        Ok(first.app_metadata)
     }
 
     /// Wraps a backend status with the backend's address.

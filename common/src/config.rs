@@ -10,6 +10,14 @@ pub const ROWS_PER_PAGE: usize = 4064;
 /// Rows buffered per tablet before a load writes a segment.
 pub const SEGMENT_FLUSH_ROWS: usize = 1 << 18;
 
+/// Group commit: a table's group is committed this long after its first row
+/// (table property `group_commit_interval_ms`, Doris' default).
+pub const GROUP_COMMIT_INTERVAL_MS: i64 = 10_000;
+
+/// Group commit: ... or once this many bytes are in it (table property
+/// `group_commit_data_bytes`).
+pub const GROUP_COMMIT_DATA_BYTES: i64 = 64 << 20;
+
 /// The version a new partition (and its tablets) starts at, as in Doris.
 pub const INITIAL_VERSION: i64 = 1;
 

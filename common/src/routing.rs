@@ -174,6 +174,33 @@ impl Router {
         }
     }
 
+    fn reject_reason(&self, batch: &RecordBatch, row: usize) -> String {
+        let shown = match self.partition_column {
+            Some(ci) => {
+                let f = batch.schema().field(ci).name().clone();
+                let v = arrow::util::display::array_value_to_string(batch.column(ci), row)
+                    .unwrap_or_default();
+                format!("{f}={v}")
+            }
+            None => String::new(),
+        };
+        format!("no partition for this tuple: {shown}")
+    }
+
+    /// The rows of `batch` that fit no partition, as (row index, reason),
+    /// without splitting it.
+    pub fn unroutable(&self, batch: &RecordBatch) -> Vec<(usize, String)> {
+        let keys = match self.partition_column {
+            Some(ci) => partition_keys(batch.column(ci)),
+            None => vec![None; batch.num_rows()],
+        };
+        keys.into_iter()
+            .enumerate()
+            .filter(|(_, k)| self.partition_of(*k).is_none())
+            .map(|(row, _)| (row, self.reject_reason(batch, row)))
+            .collect()
+    }
+
     /// Splits `batch` by tablet. Rows that fit no partition are returned
     /// separately as (row index, reason).
     pub fn route(&mut self, batch: &RecordBatch) -> Result<RouteResult, arrow::error::ArrowError> {
@@ -206,19 +233,7 @@ impl Router {
                         .or_default()
                         .push(row as u32);
                 }
-                None => {
-                    let shown = match self.partition_column {
-                        Some(ci) => {
-                            let f = batch.schema().field(ci).name().clone();
-                            let v =
-                                arrow::util::display::array_value_to_string(batch.column(ci), row)
-                                    .unwrap_or_default();
-                            format!("{f}={v}")
-                        }
-                        None => String::new(),
-                    };
-                    rejected.push((row, format!("no partition for this tuple: {shown}")));
-                }
+                None => rejected.push((row, self.reject_reason(batch, row))),
             }
         }
         let mut out = Vec::with_capacity(groups.len());

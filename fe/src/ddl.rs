@@ -349,6 +349,9 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
                 };
                 properties.insert(lk, v.to_ascii_uppercase());
             }
+            "group_commit_interval_ms" | "group_commit_data_bytes" => {
+                properties.insert(lk.clone(), check_group_commit_property(&lk, v)?);
+            }
             _ => {
                 properties.insert(lk, v.clone());
             }
@@ -604,6 +607,55 @@ pub async fn truncate_table(
     create_tablets(fe, &table, &new).await?;
     drop_tablets(fe, &old).await;
     Ok(())
+}
+
+/// Checks a `group_commit_*` table property: a positive integer.
+fn check_group_commit_property(key: &str, value: &str) -> Result<String> {
+    match value.trim().parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n.to_string()),
+        _ => Err(TethysError::Analysis(format!(
+            "Invalid {key}: '{value}', it must be a positive integer"
+        ))),
+    }
+}
+
+/// ALTER TABLE t SET ("k" = "v"): the properties that can change after
+/// creation (the group commit thresholds).
+pub fn set_table_properties(
+    fe: &Arc<Frontend>,
+    session_db: &Option<String>,
+    db: &Option<String>,
+    table: &str,
+    properties: &[(String, String)],
+) -> Result<()> {
+    let db = resolve_db(session_db, db)?;
+    let mut checked = vec![];
+    for (k, v) in properties {
+        let lk = k.to_ascii_lowercase();
+        match lk.as_str() {
+            "group_commit_interval_ms" | "group_commit_data_bytes" => {
+                let v = check_group_commit_property(&lk, v)?;
+                checked.push((lk, v));
+            }
+            _ => {
+                return Err(TethysError::NotSupported(format!(
+                    "ALTER TABLE ... SET of property '{k}' is not supported yet \
+                     (group_commit_interval_ms and group_commit_data_bytes are)"
+                )));
+            }
+        }
+    }
+    fe.catalog.mutate(|state, _| {
+        let (d, t) = find_table(state, &db, table)?;
+        Ok((
+            EditOp::SetTableProperties {
+                db: d.name.clone(),
+                table: t.name.clone(),
+                properties: checked,
+            },
+            (),
+        ))
+    })
 }
 
 /// ALTER TABLE ... ADD PARTITION.

@@ -193,6 +193,14 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
             ddl::drop_partition(fe, &sdb, &db, &table, &name, if_exists).await?;
             Ok(ok())
         }
+        Statement::SetTableProperties {
+            db,
+            table,
+            properties,
+        } => {
+            ddl::set_table_properties(fe, &sdb, &db, &table, &properties)?;
+            Ok(ok())
+        }
         Statement::Use(db) => {
             let name = if db.eq_ignore_ascii_case("information_schema") {
                 "information_schema".to_string()
@@ -762,6 +770,8 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
         time_zone: session.vars.time_zone(),
         mem_limit: session.vars.exec_mem_limit(),
         outcome: Mutex::new(None),
+        group_commit: None,
+        insert_timeout_secs: session.vars.insert_timeout_secs(),
     }
 }
 
@@ -771,9 +781,14 @@ async fn run_query(
     sql: &str,
     label: Option<String>,
 ) -> Result<Output> {
-    let stmt = Arc::new(statement_ctx(fe, session, label));
-    let ctx = planner::statement_context(fe, session, stmt.clone())?;
     let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
+    let mut ctx_of_stmt = statement_ctx(fe, session, label);
+    // Group commit takes INSERT ... VALUES without a label, as in Doris.
+    if ctx_of_stmt.label.is_none() && crate::sql::rewrite::is_insert_values(&parsed) {
+        ctx_of_stmt.group_commit = session.vars.group_commit();
+    }
+    let stmt = Arc::new(ctx_of_stmt);
+    let ctx = planner::statement_context(fe, session, stmt.clone())?;
     let plan = ctx
         .state()
         .statement_to_plan(parsed)

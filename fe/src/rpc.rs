@@ -99,7 +99,38 @@ pub fn load_plan(t: &Table, backends: &[crate::catalog::BackendInfo]) -> LoadPla
             .iter()
             .map(|c| c.default.is_some())
             .collect(),
+        group_commit_interval_ms: table_property(t, "group_commit_interval_ms")
+            .unwrap_or(tethys_common::config::GROUP_COMMIT_INTERVAL_MS),
+        group_commit_data_bytes: table_property(t, "group_commit_data_bytes")
+            .unwrap_or(tethys_common::config::GROUP_COMMIT_DATA_BYTES),
+        table: t.name.clone(),
         ..Default::default()
+    }
+}
+
+fn table_property(t: &Table, key: &str) -> Option<i64> {
+    t.properties.get(key).and_then(|v| v.parse().ok())
+}
+
+impl FrontendRpc {
+    /// A table of a load, the backends, and the database's own spelling.
+    fn resolve(
+        &self,
+        db: &str,
+        table: &str,
+    ) -> Result<(Table, Vec<crate::catalog::BackendInfo>, String), Status> {
+        let s = self.fe.catalog.read();
+        let d = s
+            .database(db)
+            .ok_or_else(|| Status::not_found(format!("unknown database, database={db}")))?;
+        let t = d
+            .table(table)
+            .ok_or_else(|| Status::not_found(format!("unknown table, table={table}")))?;
+        Ok((
+            t.clone(),
+            s.backends.values().cloned().collect(),
+            d.name.clone(),
+        ))
     }
 }
 
@@ -111,20 +142,18 @@ impl FrontendService for FrontendRpc {
     ) -> Result<Response<BeginLoadResponse>, Status> {
         let r = req.into_inner();
         authenticate(&r.user, &r.password)?;
-        let (table, backends, db) = {
-            let s = self.fe.catalog.read();
-            let d = s
-                .database(&r.db)
-                .ok_or_else(|| Status::not_found(format!("unknown database, database={}", r.db)))?;
-            let t = d
-                .table(&r.table)
-                .ok_or_else(|| Status::not_found(format!("unknown table, table={}", r.table)))?;
-            (
-                t.clone(),
-                s.backends.values().cloned().collect::<Vec<_>>(),
-                d.name.clone(),
-            )
-        };
+        let (table, backends, db) = self.resolve(&r.db, &r.table)?;
+        if r.plan_only {
+            // Group commit: the rows join the backend's group transaction.
+            let mut plan = load_plan(&table, &backends);
+            plan.db = db;
+            crate::load_plan::compile(&mut plan, &table, &r.columns, &r.where_expr)
+                .map_err(status)?;
+            return Ok(Response::new(BeginLoadResponse {
+                plan: Some(plan),
+                ..Default::default()
+            }));
+        }
         let label = (!r.label.is_empty()).then(|| r.label.clone());
         let timeout = if r.timeout_secs > 0 {
             r.timeout_secs
@@ -138,6 +167,7 @@ impl FrontendService for FrontendRpc {
         {
             Ok(txn) => {
                 let mut plan = load_plan(&table, &backends);
+                plan.db = db.clone();
                 if let Err(e) =
                     crate::load_plan::compile(&mut plan, &table, &r.columns, &r.where_expr)
                 {
@@ -173,6 +203,68 @@ impl FrontendService for FrontendRpc {
         }
     }
 
+    async fn begin_group_commit(
+        &self,
+        req: Request<BeginGroupCommitRequest>,
+    ) -> Result<Response<BeginLoadResponse>, Status> {
+        let r = req.into_inner();
+        if !r.label.starts_with("group_commit_") {
+            return Err(Status::invalid_argument(format!(
+                "not a group commit label: {}",
+                r.label
+            )));
+        }
+        let (table, backends, db) = self.resolve(&r.db, &r.table)?;
+        if r.previous_txn_id > 0 {
+            let open = matches!(
+                self.fe
+                    .catalog
+                    .read()
+                    .txns
+                    .get(&r.previous_txn_id)
+                    .map(|t| t.state),
+                Some(TxnState::Prepare)
+            );
+            if open {
+                self.fe
+                    .txn
+                    .abort(r.previous_txn_id, "group commit is retried")
+                    .await
+                    .map_err(status)?;
+            }
+        }
+        // No timeout: the backend commits or aborts the group itself, and an
+        // FE restart aborts what is left open (the backend then replays its WAL).
+        match self
+            .fe
+            .txn
+            .begin_with_timeout(&db, Some(r.label.clone()), "BACKEND_STREAMING", 0)
+        {
+            Ok(txn) => {
+                let mut plan = load_plan(&table, &backends);
+                plan.db = db;
+                Ok(Response::new(BeginLoadResponse {
+                    txn_id: txn.id,
+                    label: txn.label,
+                    plan: Some(plan),
+                    ..Default::default()
+                }))
+            }
+            Err(TethysError::LabelAlreadyExists {
+                label,
+                txn_id,
+                status,
+            }) => Ok(Response::new(BeginLoadResponse {
+                label,
+                label_exists: true,
+                existing_status: status,
+                existing_txn_id: txn_id,
+                ..Default::default()
+            })),
+            Err(e) => Err(status(e)),
+        }
+    }
+
     async fn finish_load(
         &self,
         req: Request<FinishLoadRequest>,
@@ -199,14 +291,19 @@ impl FrontendService for FrontendRpc {
             .map(|p| (r.table_id, *p))
             .collect();
         let state = match r.action.as_str() {
-            "COMMIT" => {
-                self.fe
-                    .txn
-                    .commit_and_publish(r.txn_id, &touched)
-                    .await
-                    .map_err(status)?;
-                TxnState::Visible
-            }
+            "COMMIT" => match self.fe.txn.commit_and_publish(r.txn_id, &touched).await {
+                Ok(()) => TxnState::Visible,
+                Err(e) => {
+                    let state = self.fe.catalog.read().txns.get(&r.txn_id).map(|t| t.state);
+                    if state == Some(TxnState::Committed) {
+                        // Durable; the publish is retried in the background.
+                        tracing::warn!("{e}");
+                        TxnState::Committed
+                    } else {
+                        return Err(status(e));
+                    }
+                }
+            },
             "PRECOMMIT" => {
                 self.fe.txn.precommit(r.txn_id, &touched).map_err(status)?;
                 TxnState::Precommitted

@@ -13,8 +13,8 @@ use crate::frontend::Frontend;
 /// How long finished load transactions (and their labels) are kept, as
 /// Doris' `streaming_label_keep_max_second`.
 pub const LABEL_KEEP_MAX_SECS: i64 = 43_200;
-/// How often old labels are cleaned.
-const LABEL_CLEAN_INTERVAL_SECS: u64 = 60;
+/// How often old labels are cleaned (and expired transactions aborted).
+pub const LABEL_CLEAN_INTERVAL_SECS: u64 = 60;
 
 /// How to start a frontend.
 #[derive(Debug, Clone)]
@@ -27,6 +27,10 @@ pub struct FrontendConfig {
     pub rpc_addr: SocketAddr,
     /// Backends to register at start (host, rpc port, http port).
     pub backends: Vec<(String, u16, u16)>,
+    /// How long finished loads keep their labels, seconds.
+    pub label_keep_max_secs: i64,
+    /// How often expired labels are cleaned, seconds.
+    pub label_clean_interval_secs: u64,
 }
 
 /// Opens the catalog and brings backends in line with it.
@@ -81,9 +85,9 @@ pub async fn serve(
     let mut rx3 = rx.clone();
     let mut rx4 = rx;
     let cleaner_fe = fe.clone();
+    let (label_keep, label_clean) = (cfg.label_keep_max_secs, cfg.label_clean_interval_secs);
     tokio::spawn(async move {
-        let mut tick =
-            tokio::time::interval(std::time::Duration::from_secs(LABEL_CLEAN_INTERVAL_SECS));
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(label_clean.max(1)));
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -94,8 +98,11 @@ pub async fn serve(
                     continue;
                 }
             }
-            if let Err(e) = cleaner_fe.txn.clean_labels(LABEL_KEEP_MAX_SECS) {
+            if let Err(e) = cleaner_fe.txn.clean_labels(label_keep) {
                 tracing::warn!("label cleaning failed: {e}");
+            }
+            if let Err(e) = cleaner_fe.txn.republish().await {
+                tracing::warn!("republishing committed transactions failed: {e}");
             }
             if let Err(e) = cleaner_fe.txn.abort_expired().await {
                 tracing::warn!("aborting expired transactions failed: {e}");

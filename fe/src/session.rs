@@ -176,12 +176,18 @@ impl Variables {
                     if d.name == "time_zone" {
                         tethys_common::functions::timezone::parse_tz(value)?;
                     }
-                    if d.name == "group_commit" && value != "off_mode" {
-                        return Err(TethysError::NotSupported(
-                            "group commit is not supported yet".into(),
-                        ));
+                    if d.name == "group_commit" {
+                        let v = value.to_ascii_lowercase();
+                        if !["off_mode", "sync_mode", "async_mode"].contains(&v.as_str()) {
+                            return Err(TethysError::Analysis(format!(
+                                "Variable 'group_commit' can't be set to the value of '{value}': \
+                                 it must be off_mode, sync_mode or async_mode"
+                            )));
+                        }
+                        v
+                    } else {
+                        value.to_string()
                     }
-                    value.to_string()
                 }
             }
         };
@@ -248,6 +254,11 @@ impl Variables {
             .filter(|v| *v > 0)
             .map(|v| v as usize)
             .unwrap_or(usize::MAX)
+    }
+
+    /// `sync_mode` / `async_mode`, or `None` for off_mode.
+    pub fn group_commit(&self) -> Option<String> {
+        self.get("group_commit").filter(|v| v != "off_mode")
     }
 
     pub fn time_zone(&self) -> String {

@@ -306,6 +306,27 @@ impl TxnManager {
         Ok(ids.len())
     }
 
+    /// Publishes committed transactions whose publish failed earlier (a
+    /// backend was unreachable); returns how many became visible.
+    pub async fn republish(&self) -> Result<usize> {
+        let ids: Vec<i64> = self
+            .catalog
+            .read()
+            .txns
+            .values()
+            .filter(|t| t.state == TxnState::Committed)
+            .map(|t| t.id)
+            .collect();
+        let mut n = 0;
+        for id in ids {
+            let _g = self.publish_lock.lock().await;
+            if self.publish(id).await.is_ok() {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     /// Forgets finished transactions older than `keep_secs` (Doris'
     /// `streaming_label_keep_max_second`); their labels become reusable.
     pub fn clean_labels(&self, keep_secs: i64) -> Result<usize> {

@@ -51,17 +51,27 @@ pub struct TethysServer {
     pub be_http_port: u16,
     /// FE HTTP port.
     pub fe_http_port: u16,
+    /// Extra command-line flags of `tethys standalone`.
+    extra_args: Vec<String>,
     child: Option<Child>,
 }
 
 impl TethysServer {
     /// Starts the binary at `binary` on free ports with a fresh data directory.
     pub async fn start(binary: &Path) -> Result<TethysServer, HarnessError> {
+        Self::start_with_args(binary, &[]).await
+    }
+
+    /// Like [`TethysServer::start`], with extra flags for `tethys standalone`.
+    pub async fn start_with_args(
+        binary: &Path,
+        extra_args: &[&str],
+    ) -> Result<TethysServer, HarnessError> {
         // Free ports are picked by binding to port 0 and letting go; another
         // test may grab one in between, so a failed start is retried on new ports.
         let mut last = None;
         for _ in 0..5 {
-            match Self::start_once(binary).await {
+            match Self::start_once(binary, extra_args).await {
                 Ok(s) => return Ok(s),
                 Err(e) => last = Some(e),
             }
@@ -69,7 +79,7 @@ impl TethysServer {
         Err(last.unwrap_or_else(|| HarnessError::Setup("could not start tethys".into())))
     }
 
-    async fn start_once(binary: &Path) -> Result<TethysServer, HarnessError> {
+    async fn start_once(binary: &Path, extra_args: &[&str]) -> Result<TethysServer, HarnessError> {
         let data = tempfile::tempdir().map_err(|e| HarnessError::Setup(e.to_string()))?;
         let mut s = TethysServer {
             binary: binary.to_path_buf(),
@@ -78,6 +88,7 @@ impl TethysServer {
             ports: [0; 4],
             be_http_port: 0,
             fe_http_port: 0,
+            extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
             child: None,
         };
         s.ports = [free_port()?, free_port()?, free_port()?, free_port()?];
@@ -85,6 +96,34 @@ impl TethysServer {
         s.be_http_port = s.ports[1];
         s.spawn().await?;
         Ok(s)
+    }
+
+    /// Stream-loads `file` into `db`.`table` through the FE (curl following
+    /// the 307 with `--location-trusted`, as users do), with extra `-H`
+    /// headers; returns the response body. Panics unless HTTP 200.
+    pub fn stream_load(&self, db: &str, table: &str, file: &str, headers: &[&str]) -> String {
+        let mut args: Vec<String> = vec!["--location-trusted".into(), "-u".into(), "root:".into()];
+        for h in headers {
+            args.push("-H".into());
+            args.push(h.to_string());
+        }
+        args.extend([
+            "-T".into(),
+            file.into(),
+            format!(
+                "http://127.0.0.1:{}/api/{db}/{table}/_stream_load",
+                self.fe_http_port
+            ),
+        ]);
+        let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let (code, body) = curl(&refs);
+        assert_eq!(code, 200, "{body}");
+        body
+    }
+
+    /// The server's process id (to read its memory use in /proc).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
     }
 
     /// The data directory.
@@ -107,6 +146,7 @@ impl TethysServer {
             .arg(self.ports[2].to_string())
             .arg("--fe-rpc-port")
             .arg(self.ports[3].to_string())
+            .args(&self.extra_args)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -303,4 +343,24 @@ impl AsyncDB for MySqlDb {
     async fn sleep(dur: Duration) {
         tokio::time::sleep(dur).await;
     }
+}
+
+/// Runs curl (what users script loads with); returns (HTTP code, body).
+/// Panics when curl is missing: `.ci/run` installs it.
+pub fn curl(args: &[&str]) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("curl must be installed (see .ci/run): {e}"));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or((&text, "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// A field of a JSON response body (`Null` when absent); panics on non-JSON.
+pub fn json_field(body: &str, name: &str) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"));
+    v.get(name).cloned().unwrap_or(serde_json::Value::Null)
 }

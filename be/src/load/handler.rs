@@ -2,7 +2,7 @@
 //! `PUT /api/{db}[/{table}]/_stream_load_2pc` and
 //! `GET /api/_load_error_log?file=...`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,24 +13,23 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde::Serialize;
-use tethys_common::backend_client::BackendInfo;
-use tethys_common::config::{ROWS_PER_PAGE, SEGMENT_FLUSH_ROWS};
-use tethys_common::routing::{BucketRule, PartitionRoute, Router};
+use tethys_common::config::ROWS_PER_PAGE;
+use tethys_common::routing::Router;
 use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
 use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadPlanPb, LoadStatsPb};
 
 use super::convert::{Converter, SourceSpec};
+use super::group_commit::{GroupMode, Member};
 use super::options::LoadOptions;
 use super::parse::{RowSplitter, SourceRow};
+use super::writer::{TabletWriter, router_of};
 use crate::service::Backend;
 
 /// Largest body accepted (Doris' `streaming_load_max_mb`, 10 GB).
 const MAX_BODY_BYTES: u64 = 10 << 30;
 /// Bad rows kept in an error log.
 const MAX_ERROR_LOG_ROWS: usize = 1000;
-/// Rows buffered across tablets before the largest buffers are written.
-const MAX_BUFFERED_ROWS: usize = 1 << 20;
 
 /// The Stream Load response, with Doris' field names in Doris' order.
 #[derive(Debug, Default, Serialize)]
@@ -41,8 +40,10 @@ pub struct LoadResponse {
     label: String,
     #[serde(rename = "Comment")]
     comment: String,
-    #[serde(rename = "TwoPhaseCommit")]
-    two_phase_commit: String,
+    #[serde(rename = "TwoPhaseCommit", skip_serializing_if = "Option::is_none")]
+    two_phase_commit: Option<String>,
+    #[serde(rename = "GroupCommit", skip_serializing_if = "Option::is_none")]
+    group_commit: Option<bool>,
     #[serde(rename = "Status")]
     status: String,
     #[serde(rename = "ExistingJobStatus", skip_serializing_if = "Option::is_none")]
@@ -61,16 +62,19 @@ pub struct LoadResponse {
     load_bytes: u64,
     #[serde(rename = "LoadTimeMs")]
     load_time_ms: u64,
-    #[serde(rename = "BeginTxnTimeMs")]
-    begin_txn_ms: u64,
+    #[serde(rename = "BeginTxnTimeMs", skip_serializing_if = "Option::is_none")]
+    begin_txn_ms: Option<u64>,
     #[serde(rename = "StreamLoadPutTimeMs")]
     put_ms: u64,
     #[serde(rename = "ReadDataTimeMs")]
     read_ms: u64,
     #[serde(rename = "WriteDataTimeMs")]
     write_ms: u64,
-    #[serde(rename = "CommitAndPublishTimeMs")]
-    commit_ms: u64,
+    #[serde(
+        rename = "CommitAndPublishTimeMs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    commit_ms: Option<u64>,
     #[serde(rename = "ErrorURL", skip_serializing_if = "Option::is_none")]
     error_url: Option<String>,
 }
@@ -93,63 +97,37 @@ fn unauthorized(msg: &str) -> Response {
     )
 }
 
-fn router_of(plan: &LoadPlanPb, only: Option<&Vec<String>>) -> Result<Router> {
-    let parse = |s: &Option<String>| s.as_ref().and_then(|v| v.parse::<i128>().ok());
-    if let Some(names) = only {
-        for n in names {
-            if !plan
-                .partitions
-                .iter()
-                .any(|p| p.name.eq_ignore_ascii_case(n))
-            {
-                return Err(TethysError::Analysis(format!("unknown partition: {n}")));
-            }
-        }
-    }
-    let partitions = plan
-        .partitions
-        .iter()
-        .filter(|p| only.is_none_or(|names| names.iter().any(|n| n.eq_ignore_ascii_case(&p.name))))
-        .map(|p| PartitionRoute {
-            partition_id: p.partition_id,
-            lower: parse(&p.lower),
-            upper: parse(&p.upper),
-            tablets: p
-                .tablet_ids
-                .iter()
-                .copied()
-                .zip(p.backend_ids.iter().copied())
-                .collect(),
-        })
-        .collect();
-    let buckets = if plan.random_buckets {
-        BucketRule::Random
-    } else {
-        BucketRule::Hash(plan.hash_columns.iter().map(|c| *c as usize).collect())
-    };
-    let pc = (plan.partition_column >= 0).then_some(plan.partition_column as usize);
-    Ok(Router::new(pc, partitions, buckets))
+/// Where a load's converted rows go.
+enum Sink {
+    /// Straight to tablets, in the load's own transaction.
+    Tablets(TabletWriter),
+    /// Into the table's group commit (the router only finds rows that fit
+    /// no partition).
+    Group(Member, Router),
 }
 
 /// State of one running load.
-struct Load<'a> {
-    be: &'a Arc<Backend>,
-    txn_id: i64,
-    backends: HashMap<i64, BackendInfo>,
-    router: Router,
+struct Load {
+    sink: Sink,
     converter: Converter,
-    buffers: HashMap<i64, (Vec<RecordBatch>, usize, i64)>,
-    buffered: usize,
-    touched: BTreeSet<i64>,
     loaded: u64,
     total: u64,
     errors: Vec<(String, String)>,
     error_count: u64,
     unselected: u64,
-    write_ms: u64,
 }
 
-impl Load<'_> {
+/// A row of a converted batch as text, for the error log.
+fn row_text(batch: &RecordBatch, row: usize) -> String {
+    (0..batch.num_columns())
+        .map(|c| {
+            arrow::util::display::array_value_to_string(batch.column(c), row).unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl Load {
     fn record_errors(&mut self, errs: Vec<(String, String)>) {
         self.error_count += errs.len() as u64;
         self.total += errs.len() as u64;
@@ -169,70 +147,37 @@ impl Load<'_> {
         self.total += good + conv.unselected as u64;
         self.unselected += conv.unselected as u64;
         self.record_errors(conv.errors);
-        let (routed, rejected) = self.router.route(&conv.batch)?;
+        let rejected = match &mut self.sink {
+            Sink::Tablets(w) => w.add(&conv.batch).await?,
+            Sink::Group(member, router) => {
+                let rejected = router.unroutable(&conv.batch);
+                let batch = if rejected.is_empty() {
+                    conv.batch.clone()
+                } else {
+                    let mut keep = vec![true; conv.batch.num_rows()];
+                    for (row, _) in &rejected {
+                        keep[*row] = false;
+                    }
+                    arrow::compute::filter_record_batch(
+                        &conv.batch,
+                        &arrow::array::BooleanArray::from(keep),
+                    )?
+                };
+                if batch.num_rows() > 0 {
+                    member.append(batch).await?;
+                }
+                rejected
+            }
+        };
+        self.loaded += good - rejected.len() as u64;
         if !rejected.is_empty() {
             // Rows that fit no partition are filtered, not loaded.
             self.total -= rejected.len() as u64;
             let errs = rejected
                 .into_iter()
-                .map(|(row, reason)| {
-                    let raw = (0..conv.batch.num_columns())
-                        .map(|c| {
-                            arrow::util::display::array_value_to_string(conv.batch.column(c), row)
-                                .unwrap_or_default()
-                        })
-                        .collect::<Vec<_>>()
-                        .join(",");
-                    (reason, raw)
-                })
+                .map(|(row, reason)| (reason, row_text(&conv.batch, row)))
                 .collect();
             self.record_errors(errs);
-        }
-        for r in routed {
-            self.touched.insert(r.partition_id);
-            self.loaded += r.batch.num_rows() as u64;
-            let e = self
-                .buffers
-                .entry(r.tablet_id)
-                .or_insert_with(|| (vec![], 0, r.backend_id));
-            e.1 += r.batch.num_rows();
-            self.buffered += r.batch.num_rows();
-            e.0.push(r.batch);
-            if e.1 >= SEGMENT_FLUSH_ROWS {
-                self.flush(r.tablet_id).await?;
-            }
-        }
-        while self.buffered > MAX_BUFFERED_ROWS {
-            let Some((&tid, _)) = self.buffers.iter().max_by_key(|(_, v)| v.1) else {
-                break;
-            };
-            self.flush(tid).await?;
-        }
-        Ok(())
-    }
-
-    async fn flush(&mut self, tablet_id: i64) -> Result<()> {
-        let Some((batches, n, backend_id)) = self.buffers.remove(&tablet_id) else {
-            return Ok(());
-        };
-        self.buffered -= n;
-        let info = self.backends.get(&backend_id).ok_or_else(|| {
-            TethysError::Internal(format!("backend {backend_id} is not in the load plan"))
-        })?;
-        let t = Instant::now();
-        self.be
-            .pool
-            .get(info)?
-            .write(self.txn_id, tablet_id, batches)
-            .await?;
-        self.write_ms += t.elapsed().as_millis() as u64;
-        Ok(())
-    }
-
-    async fn flush_all(&mut self) -> Result<()> {
-        let ids: Vec<i64> = self.buffers.keys().copied().collect();
-        for id in ids {
-            self.flush(id).await?;
         }
         Ok(())
     }
@@ -278,6 +223,27 @@ fn write_error_log(
     Some(name)
 }
 
+/// The Message of a failed load.
+fn failure_message(e: &TethysError) -> String {
+    match e {
+        TethysError::DataQuality(m) => format!("[DATA_QUALITY_ERROR]{m}"),
+        TethysError::Timeout(_) => {
+            "[TIMEOUT]the load ran longer than its timeout and was cancelled".into()
+        }
+        TethysError::NotSupported(m) | TethysError::Analysis(m) => format!("[ANALYSIS_ERROR]{m}"),
+        other => format!("[INTERNAL_ERROR]{other}"),
+    }
+}
+
+/// The load's timeout (Doris' default is 3 days).
+fn load_timeout(opts: &LoadOptions) -> std::time::Duration {
+    std::time::Duration::from_secs(if opts.timeout_secs > 0 {
+        opts.timeout_secs as u64
+    } else {
+        259_200
+    })
+}
+
 /// `PUT /api/{db}/{table}/_stream_load`.
 pub async fn stream_load(
     State(be): State<Arc<Backend>>,
@@ -291,7 +257,7 @@ pub async fn stream_load(
     };
     let mut resp = LoadResponse {
         txn_id: -1,
-        two_phase_commit: "false".into(),
+        two_phase_commit: Some("false".into()),
         status: "Fail".into(),
         ..Default::default()
     };
@@ -304,11 +270,15 @@ pub async fn stream_load(
     };
     resp.label = opts.label.clone();
     resp.comment = opts.comment.clone();
-    resp.two_phase_commit = opts.two_phase_commit.to_string();
+    resp.two_phase_commit = Some(opts.two_phase_commit.to_string());
     let Some(mut fe) = be.frontend() else {
         resp.message = "[INTERNAL_ERROR]this backend does not know its frontend".into();
         return json(StatusCode::OK, &resp);
     };
+    // Loads with a label or two-phase commit bypass group commit, as in Doris.
+    let group_mode = opts
+        .group_commit
+        .filter(|_| opts.label.is_empty() && !opts.two_phase_commit);
     let t = Instant::now();
     let begun = fe
         .begin_load(BeginLoadRequest {
@@ -321,9 +291,10 @@ pub async fn stream_load(
             timeout_secs: opts.timeout_secs,
             columns: opts.columns.clone().unwrap_or_default(),
             where_expr: opts.where_expr.clone().unwrap_or_default(),
+            plan_only: group_mode.is_some(),
         })
         .await;
-    resp.begin_txn_ms = t.elapsed().as_millis() as u64;
+    let begin_ms = t.elapsed().as_millis() as u64;
     let begun = match begun {
         Ok(r) => r.into_inner(),
         Err(s) if s.code() == tonic::Code::Unauthenticated => return unauthorized(s.message()),
@@ -335,6 +306,15 @@ pub async fn stream_load(
             return json(StatusCode::OK, &resp);
         }
     };
+    if let Some(mode) = group_mode {
+        resp.two_phase_commit = None;
+        resp.group_commit = Some(true);
+        let plan = begun.plan.unwrap_or_default();
+        group_load(&be, &opts, &plan, mode, body, &mut resp).await;
+        resp.load_time_ms = start.elapsed().as_millis() as u64;
+        return json(StatusCode::OK, &resp);
+    }
+    resp.begin_txn_ms = Some(begin_ms);
     resp.label = begun.label.clone();
     if begun.label_exists {
         resp.status = "Label Already Exists".into();
@@ -344,7 +324,13 @@ pub async fn stream_load(
     }
     resp.txn_id = begun.txn_id;
     let plan = begun.plan.unwrap_or_default();
-    let outcome = run_load(&be, &opts, &plan, begun.txn_id, body, &mut resp).await;
+    let outcome = match router_of(&plan, opts.partitions.as_ref()) {
+        Ok(router) => {
+            let writer = TabletWriter::new(be.clone(), begun.txn_id, &plan, router);
+            run_load(&be, &opts, &plan, Sink::Tablets(writer), body, &mut resp).await
+        }
+        Err(e) => Err(e),
+    };
     let fe_for_abort = fe.clone();
     let abort = |reason: String, stats: LoadStatsPb| {
         let mut fe = fe_for_abort.clone();
@@ -363,21 +349,15 @@ pub async fn stream_load(
     };
     match outcome {
         Err(e) => {
-            let reason = e.to_string();
             resp.status = "Fail".into();
-            resp.message = match e {
-                TethysError::DataQuality(m) => format!("[DATA_QUALITY_ERROR]{m}"),
-                TethysError::Timeout(_) => {
-                    "[TIMEOUT]the load ran longer than its timeout and was cancelled".into()
-                }
-                TethysError::NotSupported(m) | TethysError::Analysis(m) => {
-                    format!("[ANALYSIS_ERROR]{m}")
-                }
-                other => format!("[INTERNAL_ERROR]{other}"),
-            };
-            abort(reason, stats_of(&resp, &table, &user)).await;
+            resp.message = failure_message(&e);
+            abort(e.to_string(), stats_of(&resp, &table, &user)).await;
         }
-        Ok(touched) => {
+        Ok(Sink::Group(..)) => {
+            resp.message = "[INTERNAL_ERROR]a load without group commit joined a group".into();
+            abort(resp.message.clone(), stats_of(&resp, &table, &user)).await;
+        }
+        Ok(Sink::Tablets(writer)) => {
             let t = Instant::now();
             let action = if opts.two_phase_commit {
                 "PRECOMMIT"
@@ -390,15 +370,22 @@ pub async fn stream_load(
                     action: action.into(),
                     reason: String::new(),
                     table_id: plan.table_id,
-                    touched_partitions: touched,
+                    touched_partitions: writer.touched.iter().copied().collect(),
                     stats: Some(LoadStatsPb {
                         message: "OK".into(),
                         ..stats_of(&resp, &table, &user)
                     }),
                 })
                 .await;
-            resp.commit_ms = t.elapsed().as_millis() as u64;
+            resp.commit_ms = Some(t.elapsed().as_millis() as u64);
             match r {
+                Ok(r) if r.get_ref().status == "COMMITTED" => {
+                    // Committed (durable, will become visible) but the
+                    // publish did not finish: Doris' Publish Timeout.
+                    resp.status = "Publish Timeout".into();
+                    resp.message =
+                        "transaction commit successfully, BUT data will be visible later".into();
+                }
                 Ok(_) => {
                     resp.status = "Success".into();
                     resp.message = "OK".into();
@@ -415,16 +402,73 @@ pub async fn stream_load(
     json(StatusCode::OK, &resp)
 }
 
-/// Reads, converts and writes the body; returns the touched partitions, or
-/// the reason the load must be aborted.
+/// A group-commit load: rows go to the table's group on this backend.
+async fn group_load(
+    be: &Arc<Backend>,
+    opts: &LoadOptions,
+    plan: &LoadPlanPb,
+    mode: GroupMode,
+    body: Body,
+    resp: &mut LoadResponse,
+) {
+    let t = Instant::now();
+    let joined = match router_of(plan, opts.partitions.as_ref()) {
+        Ok(router) => be.group_commits.join(be, plan).await.map(|m| (m, router)),
+        Err(e) => Err(e),
+    };
+    let (member, router) = match joined {
+        Ok(j) => j,
+        Err(e) => {
+            resp.message = failure_message(&e);
+            return;
+        }
+    };
+    resp.put_ms = t.elapsed().as_millis() as u64;
+    resp.txn_id = member.group.txn_id;
+    resp.label = member.group.label.clone();
+    let member = match run_load(be, opts, plan, Sink::Group(member, router), body, resp).await {
+        Ok(Sink::Group(m, _)) => m,
+        Ok(Sink::Tablets(_)) => {
+            resp.message = "[INTERNAL_ERROR]a group commit load wrote to tablets".into();
+            return;
+        }
+        Err(e) => {
+            // The rows appended so far are never marked done: replay and
+            // commit ignore them.
+            resp.message = failure_message(&e);
+            return;
+        }
+    };
+    let rx = match member.finish().await {
+        Ok(rx) => rx,
+        Err(e) => {
+            resp.message = failure_message(&e);
+            return;
+        }
+    };
+    if mode == GroupMode::Sync {
+        let t = Instant::now();
+        let waited = super::group_commit::wait_visible(rx, load_timeout(opts)).await;
+        resp.write_ms += t.elapsed().as_millis() as u64;
+        if let Err(m) = waited {
+            resp.message = format!("[INTERNAL_ERROR]{m}");
+            return;
+        }
+    }
+    resp.status = "Success".into();
+    resp.message = "OK".into();
+}
+
+/// Reads, converts and writes the body; returns the sink, ready to be
+/// committed, or the reason the load must be aborted.
 async fn run_load(
     be: &Arc<Backend>,
     opts: &LoadOptions,
     plan: &LoadPlanPb,
-    txn_id: i64,
+    sink: Sink,
     body: Body,
     resp: &mut LoadResponse,
-) -> Result<Vec<i64>> {
+) -> Result<Sink> {
     let schema = TableSchema::from_pb(&plan.schema.clone().unwrap_or_default())?;
     // Source columns: as the FE compiled them from the columns header, or the
     // table's own columns.
@@ -454,41 +498,16 @@ async fn run_load(
         .collect();
     let converter = Converter::new(schema, &spec, defaults, opts.strict_mode)?;
     let mut load = Load {
-        be,
-        txn_id,
-        backends: plan
-            .backends
-            .iter()
-            .map(|b| {
-                (
-                    b.id,
-                    BackendInfo {
-                        id: b.id,
-                        host: b.host.clone(),
-                        rpc_port: b.rpc_port as u16,
-                        http_port: b.http_port as u16,
-                    },
-                )
-            })
-            .collect(),
-        router: router_of(plan, opts.partitions.as_ref())?,
+        sink,
         converter,
-        buffers: HashMap::new(),
-        buffered: 0,
-        touched: BTreeSet::new(),
         loaded: 0,
         total: 0,
         errors: vec![],
         error_count: 0,
         unselected: 0,
-        write_ms: 0,
     };
     let mut splitter = RowSplitter::new(opts.clone(), names);
-    let timeout = std::time::Duration::from_secs(if opts.timeout_secs > 0 {
-        opts.timeout_secs as u64
-    } else {
-        259_200
-    });
+    let timeout = load_timeout(opts);
     let deadline = tokio::time::Instant::now() + timeout;
     let read_start = Instant::now();
     let mut stream = body.into_data_stream();
@@ -548,10 +567,16 @@ async fn run_load(
         }
     }
     load.process(pending).await?;
-    load.flush_all().await?;
+    let write_ms = match &mut load.sink {
+        Sink::Tablets(w) => {
+            w.flush_all().await?;
+            w.write_ms
+        }
+        Sink::Group(..) => 0,
+    };
     let elapsed = read_start.elapsed().as_millis() as u64;
-    resp.read_ms = elapsed - load.write_ms.min(elapsed);
-    resp.write_ms = load.write_ms;
+    resp.read_ms = elapsed - write_ms.min(elapsed);
+    resp.write_ms = write_ms;
     resp.load_bytes = bytes;
     resp.total_rows = load.total;
     resp.loaded_rows = load.loaded;
@@ -559,7 +584,8 @@ async fn run_load(
     resp.unselected_rows = load.unselected;
     if load.error_count > 0 {
         let more = load.error_count - load.errors.len() as u64;
-        if let Some(name) = write_error_log(be, txn_id, &load.errors, more) {
+        let id = resp.txn_id.max(0);
+        if let Some(name) = write_error_log(be, id, &load.errors, more) {
             resp.error_url = Some(format!(
                 "http://{}/api/_load_error_log?file={name}",
                 be.http_addr
@@ -571,7 +597,7 @@ async fn run_load(
         resp.loaded_rows = 0;
         return Err(TethysError::DataQuality("too many filtered rows".into()));
     }
-    Ok(load.touched.into_iter().collect())
+    Ok(load.sink)
 }
 
 /// Query of `GET /api/_load_error_log`.

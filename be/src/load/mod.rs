@@ -6,8 +6,12 @@
 
 mod convert;
 mod decompress;
+pub mod group_commit;
 mod handler;
 mod options;
 mod parse;
+pub mod wal;
+mod writer;
 
 pub use handler::{error_log, stream_load, stream_load_2pc};
+pub use writer::router_of;

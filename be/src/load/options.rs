@@ -36,6 +36,12 @@ pub struct LoadOptions {
     pub escape: Option<u8>,
     /// The `partitions` header: rows of other partitions are filtered.
     pub partitions: Option<Vec<String>>,
+    /// The `jsonpaths` header: where each source column is in a JSON row.
+    pub json_paths: Option<Vec<super::parse::JsonPath>>,
+    /// The `json_root` header: where the rows are in a JSON document.
+    pub json_root: Option<super::parse::JsonPath>,
+    /// The `group_commit` header (`None`: off_mode).
+    pub group_commit: Option<super::group_commit::GroupMode>,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -116,8 +122,6 @@ impl LoadOptions {
     pub fn from_headers(h: &HeaderMap) -> Result<LoadOptions> {
         for (name, what) in [
             ("temporary_partitions", "the temporary_partitions header"),
-            ("jsonpaths", "the jsonpaths header"),
-            ("json_root", "the json_root header"),
             ("merge_type", "merge_type"),
             ("partial_columns", "partial column updates"),
         ] {
@@ -127,19 +131,10 @@ impl LoadOptions {
                 )));
             }
         }
-        if let Some(g) = header(h, "group_commit")
-            && !g.eq_ignore_ascii_case("off_mode")
-        {
-            if !["sync_mode", "async_mode"].contains(&g.to_ascii_lowercase().as_str()) {
-                return Err(TethysError::Analysis(
-                    "Header `group_commit` can only be `sync_mode`, `async_mode` or `off_mode`."
-                        .into(),
-                ));
-            }
-            return Err(TethysError::NotSupported(
-                "group commit is not supported yet".into(),
-            ));
-        }
+        let group_commit = match header(h, "group_commit") {
+            Some(g) => super::group_commit::GroupMode::parse(g)?,
+            None => None,
+        };
         let fmt = header(h, "format").unwrap_or("csv").to_ascii_lowercase();
         let (format, mut skip_lines) = match fmt.as_str() {
             "csv" | "" => (Format::Csv, 0),
@@ -202,6 +197,15 @@ impl LoadOptions {
             strip_outer_array: flag(h, "strip_outer_array")?,
             read_json_by_line: flag(h, "read_json_by_line")?,
             two_phase_commit: flag(h, "two_phase_commit")?,
+            group_commit,
+            json_paths: match header(h, "jsonpaths").filter(|v| !v.is_empty()) {
+                Some(v) => Some(super::parse::JsonPath::parse_list(v)?),
+                None => None,
+            },
+            json_root: match header(h, "json_root").filter(|v| !v.is_empty()) {
+                Some(v) => Some(super::parse::JsonPath::parse(v)?),
+                None => None,
+            },
             comment: header(h, "comment").unwrap_or_default().to_string(),
             enclose: single_byte(h, "enclose")?,
             escape: single_byte(h, "escape")?,

@@ -152,9 +152,97 @@ fn json_field(v: &serde_json::Value) -> Option<String> {
     }
 }
 
-/// Maps one JSON object to fields in `names` order (keys match case-insensitively).
-pub fn json_row(v: &serde_json::Value, names: &[String]) -> std::result::Result<SourceRow, String> {
+/// One step of a JSON path.
+#[derive(Debug, Clone, PartialEq)]
+enum JsonStep {
+    Key(String),
+    Index(usize),
+}
+
+/// A JSON path of the `jsonpaths` / `json_root` headers: `$`, `$.a.b`,
+/// `$.a[0]`, `$['a b']`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonPath(Vec<JsonStep>);
+
+impl JsonPath {
+    /// Parses a path; it must start at the root (`$`).
+    pub fn parse(text: &str) -> Result<JsonPath> {
+        let bad = |why: &str| TethysError::Analysis(format!("Invalid json path: {text} ({why})"));
+        let t = text.trim();
+        let mut rest = t
+            .strip_prefix('$')
+            .ok_or_else(|| bad("must start with $"))?;
+        let mut steps = vec![];
+        while !rest.is_empty() {
+            if let Some(r) = rest.strip_prefix('.') {
+                let end = r.find(['.', '[']).unwrap_or(r.len());
+                if end == 0 {
+                    return Err(bad("empty key"));
+                }
+                steps.push(JsonStep::Key(r[..end].to_string()));
+                rest = &r[end..];
+            } else if let Some(r) = rest.strip_prefix('[') {
+                let end = r.find(']').ok_or_else(|| bad("unclosed ["))?;
+                let inner = r[..end].trim();
+                let quoted = inner
+                    .strip_prefix('\'')
+                    .and_then(|x| x.strip_suffix('\''))
+                    .or_else(|| inner.strip_prefix('"').and_then(|x| x.strip_suffix('"')));
+                match quoted {
+                    Some(k) => steps.push(JsonStep::Key(k.to_string())),
+                    None => steps.push(JsonStep::Index(
+                        inner
+                            .parse()
+                            .map_err(|_| bad("array index must be a number"))?,
+                    )),
+                }
+                rest = &r[end + 1..];
+            } else {
+                return Err(bad("expected . or ["));
+            }
+        }
+        Ok(JsonPath(steps))
+    }
+
+    /// Parses the `jsonpaths` header: a JSON array of path strings.
+    pub fn parse_list(text: &str) -> Result<Vec<JsonPath>> {
+        let items: Vec<String> = serde_json::from_str(text).map_err(|e| {
+            TethysError::Analysis(format!(
+                "Invalid jsonpaths: {text}; it must be a JSON array of strings such as [\"$.id\", \"$.name\"] ({e})"
+            ))
+        })?;
+        items.iter().map(|p| JsonPath::parse(p)).collect()
+    }
+
+    /// The value at this path, if any.
+    pub fn get<'a>(&self, v: &'a serde_json::Value) -> Option<&'a serde_json::Value> {
+        let mut cur = v;
+        for step in &self.0 {
+            cur = match (step, cur) {
+                (JsonStep::Key(k), serde_json::Value::Object(m)) => m.get(k)?,
+                (JsonStep::Index(i), serde_json::Value::Array(a)) => a.get(*i)?,
+                _ => return None,
+            };
+        }
+        Some(cur)
+    }
+}
+
+/// Maps one JSON object to fields in `names` order: by `paths` (one per
+/// name, in order; names past the last path read NULL) when given, else by
+/// key (matched case-insensitively).
+pub fn json_row(
+    v: &serde_json::Value,
+    names: &[String],
+    paths: Option<&[JsonPath]>,
+) -> std::result::Result<SourceRow, String> {
     let raw = v.to_string();
+    if let Some(paths) = paths {
+        let fields = (0..names.len())
+            .map(|i| paths.get(i).and_then(|p| p.get(v)).and_then(json_field))
+            .collect();
+        return Ok(SourceRow { fields, raw });
+    }
     let serde_json::Value::Object(map) = v else {
         return Err(format!("a JSON row must be an object: {raw}"));
     };
@@ -196,14 +284,44 @@ impl RowSplitter {
         }
     }
 
+    /// The rows of one JSON document (the body, or one line of it): from
+    /// its `json_root`, one row per element when it is an array.
+    fn json_document(&self, v: &serde_json::Value, out: &mut Vec<Parsed>) -> Result<()> {
+        let v = match &self.opts.json_root {
+            Some(root) => match root.get(v) {
+                Some(r) => r,
+                None => {
+                    out.push(Err(("JSON Root not found.".into(), v.to_string())));
+                    return Ok(());
+                }
+            },
+            None => v,
+        };
+        let paths = self.opts.json_paths.as_deref();
+        match v {
+            serde_json::Value::Array(items) => {
+                if !self.opts.strip_outer_array {
+                    return Err(TethysError::DataQuality(
+                        "JSON data is array-object, `strip_outer_array` must be TRUE.".into(),
+                    ));
+                }
+                for item in items {
+                    out.push(json_row(item, &self.names, paths).map_err(|e| (e, item.to_string())));
+                }
+            }
+            obj => out.push(json_row(obj, &self.names, paths).map_err(|e| (e, obj.to_string()))),
+        }
+        Ok(())
+    }
+
     fn by_lines(&self) -> bool {
         self.opts.format == Format::Csv || self.opts.read_json_by_line
     }
 
-    fn line(&mut self, line: &[u8], out: &mut Vec<Parsed>) {
+    fn line(&mut self, line: &[u8], out: &mut Vec<Parsed>) -> Result<()> {
         if self.skipped < self.opts.skip_lines {
             self.skipped += 1;
-            return;
+            return Ok(());
         }
         match self.opts.format {
             Format::Csv => out.push(Ok(match self.opts.enclose {
@@ -219,12 +337,10 @@ impl RowSplitter {
             Format::Json => {
                 let trimmed = String::from_utf8_lossy(line);
                 if trimmed.trim().is_empty() {
-                    return;
+                    return Ok(());
                 }
                 match serde_json::from_str::<serde_json::Value>(trimmed.trim()) {
-                    Ok(v) => {
-                        out.push(json_row(&v, &self.names).map_err(|e| (e, trimmed.to_string())))
-                    }
+                    Ok(v) => self.json_document(&v, out)?,
                     Err(e) => out.push(Err((
                         format!("Parse json data failed: {e}"),
                         trimmed.to_string(),
@@ -232,6 +348,7 @@ impl RowSplitter {
                 }
             }
         }
+        Ok(())
     }
 
     /// Feeds a chunk; returns the rows completed by it.
@@ -259,7 +376,7 @@ impl RowSplitter {
             self.opts.escape,
         ) {
             let line = self.buf[start..end].to_vec();
-            self.line(&line, &mut out);
+            self.line(&line, &mut out)?;
             start = end + delim.len();
         }
         self.buf.drain(..start);
@@ -277,24 +394,12 @@ impl RowSplitter {
             }
             let v: serde_json::Value = serde_json::from_str(text.trim())
                 .map_err(|e| TethysError::DataQuality(format!("Parse json data failed: {e}")))?;
-            match v {
-                serde_json::Value::Array(items) => {
-                    if !self.opts.strip_outer_array {
-                        return Err(TethysError::DataQuality(
-                            "JSON data is array-object, `strip_outer_array` must be TRUE.".into(),
-                        ));
-                    }
-                    for item in &items {
-                        out.push(json_row(item, &self.names).map_err(|e| (e, item.to_string())));
-                    }
-                }
-                obj => out.push(json_row(&obj, &self.names).map_err(|e| (e, obj.to_string()))),
-            }
+            self.json_document(&v, &mut out)?;
             return Ok(out);
         }
         let rest = std::mem::take(&mut self.buf);
         if !rest.is_empty() {
-            self.line(&rest, &mut out);
+            self.line(&rest, &mut out)?;
         }
         Ok(out)
     }
@@ -325,7 +430,46 @@ mod tests {
             partitions: None,
             enclose: None,
             escape: None,
+            group_commit: None,
+            json_paths: None,
+            json_root: None,
         }
+    }
+
+    #[test]
+    fn json_paths_and_root() {
+        let p = JsonPath::parse("$.a['b c'][1]").unwrap();
+        let v: serde_json::Value = serde_json::json!({"a": {"b c": [10, 20]}});
+        assert_eq!(p.get(&v), Some(&serde_json::json!(20)));
+        assert!(JsonPath::parse("a.b").is_err());
+        assert!(JsonPath::parse("$.a[x]").is_err());
+        assert!(JsonPath::parse_list("$.a").is_err());
+        let mut o = opts(Format::Json);
+        o.skip_lines = 0;
+        o.json_root = Some(JsonPath::parse("$.data").unwrap());
+        o.json_paths = Some(JsonPath::parse_list(r#"["$.k", "$.info.city"]"#).unwrap());
+        let mut s = RowSplitter::new(o, vec!["id".into(), "city".into(), "extra".into()]);
+        s.feed(br#"{"data": [{"k": 1, "info": {"city": "Oslo"}}, {"k": 2}]}"#)
+            .unwrap();
+        let rows: Vec<_> = s
+            .finish()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(
+            rows[0].fields,
+            vec![Some("1".into()), Some("Oslo".into()), None]
+        );
+        assert_eq!(rows[1].fields, vec![Some("2".into()), None, None]);
+        let mut o = opts(Format::Json);
+        o.skip_lines = 0;
+        o.read_json_by_line = true;
+        o.json_root = Some(JsonPath::parse("$.data").unwrap());
+        let mut s = RowSplitter::new(o, vec!["k".into()]);
+        let rows = s.feed(b"{\"data\": {\"k\": 5}}\n{\"other\": 1}\n").unwrap();
+        assert_eq!(rows[0].as_ref().unwrap().fields, vec![Some("5".into())]);
+        assert_eq!(rows[1].as_ref().unwrap_err().0, "JSON Root not found.");
     }
 
     #[test]

@@ -21,8 +21,14 @@ use arrow_flight::{
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
 use tethys_common::TethysError;
+use tethys_common::backend_client::GROUP_COMMIT_PATH;
 use tethys_common::config::SEGMENT_FLUSH_ROWS;
-use tethys_proto::{ExecFragmentRequest, WriteRequest, WriteResponse};
+use tethys_proto::{
+    ExecFragmentRequest, GroupCommitWriteRequest, GroupCommitWriteResponse, WriteRequest,
+    WriteResponse,
+};
+
+use crate::load::group_commit::GroupMode;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::Backend;
@@ -54,6 +60,51 @@ async fn flush(
         .await
         .map_err(|e| Status::internal(format!("write task failed: {e}")))?
         .map_err(Status::from)
+}
+
+/// The rows of an INSERT under `SET group_commit`: already in the table's
+/// schema and checked by the FE; rows that fit no partition fail the INSERT,
+/// as in strict mode.
+async fn group_commit_put(
+    backend: &Arc<Backend>,
+    req: GroupCommitWriteRequest,
+    mut batches: FlightRecordBatchStream,
+) -> tethys_common::Result<GroupCommitWriteResponse> {
+    let mode = GroupMode::parse(&req.mode)?.ok_or_else(|| {
+        TethysError::Analysis("a group commit write needs sync_mode or async_mode".into())
+    })?;
+    let plan = req.plan.unwrap_or_default();
+    let router = crate::load::router_of(&plan, None)?;
+    let member = backend.group_commits.join(backend, &plan).await?;
+    let mut rows = 0i64;
+    while let Some(b) = batches.next().await {
+        let b = b.map_err(|e| TethysError::Backend(format!("receiving INSERT rows: {e}")))?;
+        if let Some((_, reason)) = router.unroutable(&b).first() {
+            return Err(TethysError::DataQuality(format!(
+                "Insert has filtered data in strict mode: {reason}"
+            )));
+        }
+        rows += b.num_rows() as i64;
+        member.append(b).await?;
+    }
+    let (txn_id, label) = (member.group.txn_id, member.group.label.clone());
+    let rx = member.finish().await?;
+    let status = match mode {
+        GroupMode::Async => "PREPARE",
+        GroupMode::Sync => {
+            let timeout = std::time::Duration::from_secs(req.timeout_secs.max(1) as u64);
+            crate::load::group_commit::wait_visible(rx, timeout)
+                .await
+                .map_err(TethysError::Backend)?;
+            "VISIBLE"
+        }
+    };
+    Ok(GroupCommitWriteResponse {
+        txn_id,
+        label,
+        status: status.into(),
+        rows,
+    })
 }
 
 #[tonic::async_trait]
@@ -111,6 +162,23 @@ impl FlightService for BackendFlight {
             .flight_descriptor
             .clone()
             .ok_or_else(|| Status::invalid_argument("write stream without a descriptor"))?;
+        if desc.path.first().map(String::as_str) == Some(GROUP_COMMIT_PATH) {
+            let req = GroupCommitWriteRequest::decode(desc.cmd)
+                .map_err(|e| Status::invalid_argument(format!("bad group commit request: {e}")))?;
+            let data = futures::stream::once(async move { Ok(first) })
+                .chain(input)
+                .map_err(FlightError::from);
+            let batches = FlightRecordBatchStream::new_from_flight_data(data);
+            let r = group_commit_put(&self.backend, req, batches)
+                .await
+                .map_err(Status::from)?;
+            let result = PutResult {
+                app_metadata: r.encode_to_vec().into(),
+            };
+            return Ok(Response::new(Box::pin(futures::stream::once(async move {
+                Ok(result)
+            }))));
+        }
         let wr = WriteRequest::decode(desc.cmd)
             .map_err(|e| Status::invalid_argument(format!("bad write request: {e}")))?;
         let data = futures::stream::once(async move { Ok(first) })

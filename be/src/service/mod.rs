@@ -42,6 +42,8 @@ pub struct Backend {
     pub http_addr: SocketAddr,
     /// Clients of the backends this one writes to when coordinating a load.
     pub pool: tethys_common::backend_client::BackendPool,
+    /// Open group commits, by table.
+    pub group_commits: crate::load::group_commit::GroupCommits,
     fe_channel: Option<tonic::transport::Channel>,
     exec_runtime: Option<tokio::runtime::Runtime>,
     started_ms: i64,
@@ -94,6 +96,7 @@ impl Backend {
             root: cfg.root.clone(),
             http_addr: cfg.http_addr,
             pool: Default::default(),
+            group_commits: Default::default(),
             fe_channel,
             exec_runtime: Some(exec_runtime),
             started_ms: chrono::Utc::now().timestamp_millis(),
@@ -158,6 +161,8 @@ pub async fn serve(
             let _ = rx2.wait_for(|v| *v).await;
         },
     );
+    // Group commits a crash left in their WALs are committed once the FE answers.
+    crate::load::group_commit::replay_wals(backend.clone());
     let (a, b) = tokio::join!(grpc, http);
     a.map_err(|e| TethysError::Backend(format!("BE rpc server: {e}")))?;
     b.map_err(|e| TethysError::io("BE http server", e))?;

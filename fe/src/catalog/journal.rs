@@ -50,6 +50,11 @@ pub enum EditOp {
         table: String,
         partitions: Vec<Partition>,
     },
+    SetTableProperties {
+        db: String,
+        table: String,
+        properties: Vec<(String, String)>,
+    },
     AddBackend {
         backend: BackendInfo,
     },
@@ -122,6 +127,16 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
                 .get_mut(db)
                 .ok_or_else(|| missing(format!("database {db}")))?;
             d.tables.remove(table);
+        }
+        EditOp::SetTableProperties {
+            db,
+            table,
+            properties,
+        } => {
+            let t = table_mut(state, db, table)?;
+            for (k, v) in properties {
+                t.properties.insert(k.clone(), v.clone());
+            }
         }
         EditOp::AddPartition {
             db,

@@ -48,6 +48,10 @@ pub struct StatementCtx {
     /// The session's exec_mem_limit, per fragment and for the FE part of the plan.
     pub mem_limit: usize,
     pub outcome: Mutex<Option<InsertOutcome>>,
+    /// `sync_mode` / `async_mode` when this INSERT goes through group commit.
+    pub group_commit: Option<String>,
+    /// The session's insert timeout, seconds.
+    pub insert_timeout_secs: u64,
 }
 
 /// Builds the DataFusion context of one statement.

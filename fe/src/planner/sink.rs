@@ -66,7 +66,25 @@ struct Buffers {
     total: usize,
 }
 
+/// Rows that fit no partition fail an INSERT (strict mode).
+fn strict(rejected: &[(usize, String)]) -> Result<()> {
+    match rejected.first() {
+        Some((_, reason)) => Err(TethysError::DataQuality(format!(
+            "Insert has filtered data in strict mode: {reason}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl OlapSink {
+    /// The batch in the table's schema, checked.
+    fn checked(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
+            .map_err(|e| TethysError::Analysis(format!("rows do not fit the table: {e}")))?;
+        self.validate(&batch)?;
+        Ok(batch)
+    }
+
     /// Checks a batch against the schema; returns a data-quality error naming
     /// the first offending column.
     fn validate(&self, batch: &RecordBatch) -> Result<()> {
@@ -139,16 +157,10 @@ impl OlapSink {
             if batch.num_rows() == 0 {
                 continue;
             }
-            let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
-                .map_err(|e| TethysError::Analysis(format!("rows do not fit the table: {e}")))?;
-            self.validate(&batch)?;
+            let batch = self.checked(batch)?;
             rows += batch.num_rows() as u64;
             let (routed, rejected) = router.route(&batch)?;
-            if let Some((_, reason)) = rejected.first() {
-                return Err(TethysError::DataQuality(format!(
-                    "Insert has filtered data in strict mode: {reason}"
-                )));
-            }
+            strict(&rejected)?;
             for t in routed {
                 let b = t.batch;
                 touched.insert((self.table.id, t.partition_id));
@@ -183,6 +195,66 @@ impl OlapSink {
     }
 }
 
+impl OlapSink {
+    /// INSERT under `SET group_commit`: the checked rows go to one backend's
+    /// group commit of the table (the same backend for every INSERT into it,
+    /// so they merge).
+    async fn group_commit(
+        &self,
+        mode: &str,
+        mut data: SendableRecordBatchStream,
+    ) -> Result<(u64, InsertOutcome)> {
+        let mut batches = vec![];
+        let mut rows = 0u64;
+        let router = self.table.router();
+        while let Some(batch) = data.next().await {
+            let batch = batch?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let batch = self.checked(batch)?;
+            strict(&router.unroutable(&batch))?;
+            rows += batch.num_rows() as u64;
+            batches.push(batch);
+        }
+        let (be, plan) = {
+            let state = self.fe.catalog.read();
+            let mut backends: Vec<_> = state.backends.values().cloned().collect();
+            backends.sort_by_key(|b| b.id);
+            if backends.is_empty() {
+                return Err(TethysError::Backend("no backend is registered".into()));
+            }
+            let be = backends[(self.table.id as usize) % backends.len()].clone();
+            let mut plan = crate::rpc::load_plan(&self.table, &backends);
+            plan.db = self.db.clone();
+            (be, plan)
+        };
+        let r = self
+            .fe
+            .pool
+            .get(&be)?
+            .group_commit_write(
+                tethys_proto::GroupCommitWriteRequest {
+                    db: self.db.clone(),
+                    table: self.table.name.clone(),
+                    mode: mode.to_string(),
+                    timeout_secs: self.stmt.insert_timeout_secs as i64,
+                    plan: Some(plan),
+                },
+                batches,
+            )
+            .await?;
+        Ok((
+            rows,
+            InsertOutcome {
+                label: r.label,
+                txn_id: r.txn_id,
+                status: r.status,
+            },
+        ))
+    }
+}
+
 #[async_trait]
 impl DataSink for OlapSink {
     fn schema(&self) -> &SchemaRef {
@@ -194,6 +266,11 @@ impl DataSink for OlapSink {
         data: SendableRecordBatchStream,
         _context: &Arc<TaskContext>,
     ) -> DfResult<u64> {
+        if let Some(mode) = &self.stmt.group_commit {
+            let (rows, outcome) = self.group_commit(mode, data).await?;
+            *self.stmt.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+            return Ok(rows);
+        }
         let txn = self
             .fe
             .txn

@@ -121,6 +121,22 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
     Ok(stmt)
 }
 
+/// Whether a statement is `INSERT INTO t [(cols)] VALUES (...)`, the form
+/// group commit takes (Doris falls back to a normal load for others).
+pub fn is_insert_values(stmt: &DFStatement) -> bool {
+    use datafusion::sql::sqlparser::ast::{SetExpr, Statement};
+    let DFStatement::Statement(s) = stmt else {
+        return false;
+    };
+    let Statement::Insert(insert) = s.as_ref() else {
+        return false;
+    };
+    insert
+        .source
+        .as_ref()
+        .is_some_and(|q| matches!(q.body.as_ref(), SetExpr::Values(_)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

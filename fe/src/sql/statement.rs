@@ -124,6 +124,12 @@ pub enum Statement {
         name: String,
         if_exists: bool,
     },
+    /// `ALTER TABLE t SET ("k" = "v", ...)`.
+    SetTableProperties {
+        db: Option<String>,
+        table: String,
+        properties: Vec<(String, String)>,
+    },
     Use(String),
     Set(Vec<(SetScope, String, String)>),
     SetNames(String),
@@ -831,8 +837,17 @@ fn parse_alter(t: &mut Tokens) -> Result<Statement> {
             if_exists,
         });
     }
+    if t.eat_kw("set") {
+        let properties = t.properties()?;
+        t.finish()?;
+        return Ok(Statement::SetTableProperties {
+            db,
+            table,
+            properties,
+        });
+    }
     Err(TethysError::NotSupported(
-        "only ALTER TABLE ... ADD PARTITION / DROP PARTITION is supported yet".into(),
+        "only ALTER TABLE ... ADD PARTITION / DROP PARTITION / SET (...) is supported yet".into(),
     ))
 }
 
