@@ -842,9 +842,31 @@ pub fn show_create_table(t: &Table) -> String {
         }
     }
     s.push_str("PROPERTIES (\n");
+    // Doris always shows the group commit thresholds, last.
+    let gc = |k: &str, d: i64| {
+        (
+            k.to_string(),
+            t.properties
+                .get(k)
+                .cloned()
+                .unwrap_or_else(|| d.to_string()),
+        )
+    };
     let props: Vec<String> = t
         .properties
         .iter()
+        .filter(|(k, _)| !k.starts_with("group_commit_"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .chain([
+            gc(
+                "group_commit_interval_ms",
+                tethys_common::config::GROUP_COMMIT_INTERVAL_MS,
+            ),
+            gc(
+                "group_commit_data_bytes",
+                tethys_common::config::GROUP_COMMIT_DATA_BYTES,
+            ),
+        ])
         .map(|(k, v)| format!("\"{k}\" = \"{v}\""))
         .collect();
     s.push_str(&props.join(",\n"));

@@ -13,7 +13,7 @@ use tethys_common::schema::TableSchema;
 use tethys_common::types::ColumnType;
 use tethys_common::{Result, TethysError};
 
-use super::parse::SourceRow;
+use super::parse::RowBlock;
 
 /// How one table column gets its value.
 enum Target {
@@ -137,13 +137,13 @@ impl Converter {
         })
     }
 
-    /// Converts a chunk of rows.
-    pub fn convert(&self, rows: &[SourceRow]) -> Result<Converted> {
+    /// Converts a block of rows.
+    pub fn convert(&self, rows: &RowBlock) -> Result<Converted> {
         let n_source = self.source_schema.fields().len();
         let mut errors = vec![];
-        let mut ok_rows: Vec<&SourceRow> = Vec::with_capacity(rows.len());
-        for r in rows {
-            let n = r.fields.len();
+        let mut ok_rows: Vec<usize> = Vec::with_capacity(rows.len());
+        for r in 0..rows.len() {
+            let n = rows.n_fields(r);
             if n == n_source {
                 ok_rows.push(r);
             } else {
@@ -152,7 +152,7 @@ impl Converter {
                     format!(
                         "actual column number in csv file is {cmp} than schema column number. actual number: {n}, schema column number: {n_source}"
                     ),
-                    r.raw.clone(),
+                    rows.raw_text(r),
                 ));
             }
         }
@@ -168,8 +168,14 @@ impl Converter {
         let mut texts: Vec<ArrayRef> = Vec::with_capacity(n_source);
         for (si, f) in self.source_schema.fields().iter().enumerate() {
             let mut b = StringBuilder::with_capacity(n, n * 8);
-            for r in &ok_rows {
-                b.append_option(r.fields[si].as_deref());
+            for &r in &ok_rows {
+                match rows.field(r, si) {
+                    None => b.append_null(),
+                    Some(bytes) => match std::str::from_utf8(bytes) {
+                        Ok(v) => b.append_value(v),
+                        Err(_) => b.append_value(String::from_utf8_lossy(bytes)),
+                    },
+                }
             }
             let text: ArrayRef = Arc::new(b.finish());
             let typed = if f.data_type() == &DataType::Utf8 {
@@ -269,7 +275,7 @@ impl Converter {
         let reasons_count = reasons.iter().filter(|r| r.is_some()).count();
         for (i, r) in reasons.into_iter().enumerate() {
             if let Some(reason) = r {
-                errors.push((reason, ok_rows[i].raw.clone()));
+                errors.push((reason, rows.raw_text(ok_rows[i])));
             }
         }
         // Drop filtered rows before assembling the batch: they may hold NULLs
@@ -324,11 +330,8 @@ mod tests {
         }
     }
 
-    fn row(f: &[Option<&str>]) -> SourceRow {
-        SourceRow {
-            fields: f.iter().map(|x| x.map(String::from)).collect(),
-            raw: format!("{f:?}"),
-        }
+    fn rows(rows: &[&[Option<&str>]]) -> RowBlock {
+        RowBlock::from_fields(rows)
     }
 
     #[test]
@@ -342,13 +345,13 @@ mod tests {
         };
         let conv = Converter::new(schema(), &spec, vec![None, None, None], false).unwrap();
         let out = conv
-            .convert(&[
-                row(&[Some("1"), Some("ab"), Some("2026-08-01")]),
-                row(&[Some("2"), Some("abcd"), None]),
-                row(&[Some("x"), Some("a"), None]),
-                row(&[Some("4"), Some("a")]),
-                row(&[Some("5"), Some("a"), Some("not a date")]),
-            ])
+            .convert(&rows(&[
+                &[Some("1"), Some("ab"), Some("2026-08-01")],
+                &[Some("2"), Some("abcd"), None],
+                &[Some("x"), Some("a"), None],
+                &[Some("4"), Some("a")],
+                &[Some("5"), Some("a"), Some("not a date")],
+            ]))
             .unwrap();
         assert_eq!(
             out.batch.num_rows(),
@@ -363,7 +366,7 @@ mod tests {
         assert!(out.errors.iter().any(|e| e.0.contains("NOT NULL")));
         let strict = Converter::new(schema(), &spec, vec![None, None, None], true).unwrap();
         let out = strict
-            .convert(&[row(&[Some("5"), Some("a"), Some("not a date")])])
+            .convert(&rows(&[&[Some("5"), Some("a"), Some("not a date")]]))
             .unwrap();
         assert_eq!(out.batch.num_rows(), 0);
         assert!(out.errors[0].0.contains("strict mode"));

@@ -22,7 +22,7 @@ use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadPlanPb, LoadStatsPb}
 use super::convert::{Converter, SourceSpec};
 use super::group_commit::{GroupMode, Member};
 use super::options::LoadOptions;
-use super::parse::{RowSplitter, SourceRow};
+use super::parse::{BadRow, RowBlock, RowSink, RowSplitter};
 use super::writer::{TabletWriter, router_of};
 use crate::service::Backend;
 
@@ -138,11 +138,11 @@ impl Load {
         }
     }
 
-    async fn process(&mut self, rows: Vec<SourceRow>) -> Result<()> {
+    async fn process(&mut self, rows: &RowBlock) -> Result<()> {
         if rows.is_empty() {
             return Ok(());
         }
-        let conv = self.converter.convert(&rows)?;
+        let conv = self.converter.convert(rows)?;
         let good = conv.batch.num_rows() as u64;
         self.total += good + conv.unselected as u64;
         self.unselected += conv.unselected as u64;
@@ -511,14 +511,19 @@ async fn run_load(
     let deadline = tokio::time::Instant::now() + timeout;
     let read_start = Instant::now();
     let mut stream = body.into_data_stream();
-    let mut pending: Vec<SourceRow> = Vec::with_capacity(ROWS_PER_PAGE);
+    let mut block = RowBlock::default();
+    let mut bad: Vec<BadRow> = vec![];
     let mut decompressor = opts.compress.map(super::decompress::Decompressor::new);
     let mut bytes = 0u64;
     loop {
         let next = tokio::time::timeout_at(deadline, stream.next())
             .await
             .map_err(|_| TethysError::Timeout(timeout.as_secs()))?;
-        let (parsed, ended) = match next {
+        let mut out = RowSink {
+            block: &mut block,
+            bad: &mut bad,
+        };
+        let ended = match next {
             Some(Ok(chunk)) => {
                 bytes += chunk.len() as u64;
                 if bytes > MAX_BODY_BYTES {
@@ -526,16 +531,15 @@ async fn run_load(
                         "body exceed max size: {MAX_BODY_BYTES}, data: {bytes}"
                     )));
                 }
-                let mut parsed = vec![];
                 match decompressor.as_mut() {
                     Some(d) => {
                         for plain in d.push(chunk).await? {
-                            parsed.extend(splitter.feed(&plain)?);
+                            splitter.feed(&plain, &mut out)?;
                         }
                     }
-                    None => parsed.extend(splitter.feed(&chunk)?),
+                    None => splitter.feed(&chunk, &mut out)?,
                 }
-                (parsed, false)
+                false
             }
             Some(Err(e)) => {
                 return Err(TethysError::Backend(format!(
@@ -543,30 +547,26 @@ async fn run_load(
                 )));
             }
             None => {
-                let mut parsed = vec![];
                 if let Some(d) = decompressor.take() {
                     for plain in d.finish().await? {
-                        parsed.extend(splitter.feed(&plain)?);
+                        splitter.feed(&plain, &mut out)?;
                     }
                 }
-                parsed.extend(splitter.finish()?);
-                (parsed, true)
+                splitter.finish(&mut out)?;
+                true
             }
         };
-        for p in parsed {
-            match p {
-                Ok(r) => pending.push(r),
-                Err(e) => load.record_errors(vec![e]),
-            }
-            if pending.len() >= ROWS_PER_PAGE {
-                load.process(std::mem::take(&mut pending)).await?;
-            }
+        if !bad.is_empty() {
+            load.record_errors(std::mem::take(&mut bad));
+        }
+        if block.len() >= ROWS_PER_PAGE || ended {
+            load.process(&block).await?;
+            block.clear();
         }
         if ended {
             break;
         }
     }
-    load.process(pending).await?;
     let write_ms = match &mut load.sink {
         Sink::Tablets(w) => {
             w.flush_all().await?;

@@ -6,12 +6,121 @@ use tethys_common::{Result, TethysError};
 
 use super::options::{Format, LoadOptions};
 
-/// One source row: its fields (`None` = NULL) and its text for error reports.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceRow {
-    pub fields: Vec<Option<String>>,
-    pub raw: String,
+/// Source rows cut from the body, kept without an allocation per row or
+/// field: each row's text and its fields' bytes sit back to back in one
+/// buffer. A plain CSV field is a span of its row's text; unescaped CSV and
+/// JSON values are appended after it.
+#[derive(Debug, Default)]
+pub struct RowBlock {
+    bytes: Vec<u8>,
+    /// Per field: its span in `bytes`, `None` for NULL.
+    fields: Vec<Option<(usize, usize)>>,
+    rows: Vec<RowSpan>,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct RowSpan {
+    first_field: usize,
+    n_fields: usize,
+    raw: (usize, usize),
+}
+
+impl RowBlock {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Forgets every row, keeping the buffers' capacity.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.fields.clear();
+        self.rows.clear();
+    }
+
+    /// Number of fields of a row.
+    pub fn n_fields(&self, row: usize) -> usize {
+        self.rows[row].n_fields
+    }
+
+    /// A field's bytes, `None` for NULL (or a field the row does not have).
+    pub fn field(&self, row: usize, i: usize) -> Option<&[u8]> {
+        let r = self.rows[row];
+        if i >= r.n_fields {
+            return None;
+        }
+        self.fields[r.first_field + i].map(|(a, b)| &self.bytes[a..b])
+    }
+
+    /// A row's source text, for error reports.
+    pub fn raw_text(&self, row: usize) -> String {
+        let (a, b) = self.rows[row].raw;
+        String::from_utf8_lossy(&self.bytes[a..b]).into_owned()
+    }
+
+    /// Starts a row whose source text is `raw`; returns where the text starts.
+    fn start_row(&mut self, raw: &[u8]) -> usize {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(raw);
+        self.rows.push(RowSpan {
+            first_field: self.fields.len(),
+            n_fields: 0,
+            raw: (start, self.bytes.len()),
+        });
+        start
+    }
+
+    /// Adds a field at `[a, b)` of `bytes` to the current row.
+    fn span_field(&mut self, span: Option<(usize, usize)>) {
+        self.fields.push(span);
+        if let Some(r) = self.rows.last_mut() {
+            r.n_fields += 1;
+        }
+    }
+
+    /// Adds a field given by value to the current row.
+    fn push_field(&mut self, v: Option<&[u8]>) {
+        let span = v.map(|v| {
+            let a = self.bytes.len();
+            self.bytes.extend_from_slice(v);
+            (a, self.bytes.len())
+        });
+        self.span_field(span);
+    }
+
+    /// A block of the given rows (their text is their debug form).
+    pub fn from_fields(rows: &[&[Option<&str>]]) -> RowBlock {
+        let mut b = RowBlock::default();
+        for r in rows {
+            b.start_row(format!("{r:?}").as_bytes());
+            for f in *r {
+                b.push_field(f.map(str::as_bytes));
+            }
+        }
+        b
+    }
+
+    /// Every row's fields as text (tests and debugging).
+    pub fn to_strings(&self) -> Vec<Vec<Option<String>>> {
+        (0..self.len())
+            .map(|r| {
+                (0..self.n_fields(r))
+                    .map(|i| {
+                        self.field(r, i)
+                            .map(|b| String::from_utf8_lossy(b).into_owned())
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// A line that could not be read as a row: (reason, its text).
+pub type BadRow = (String, String);
 
 /// Largest JSON body read as a whole (Doris' `streaming_load_json_max_mb`).
 pub const JSON_MAX_BYTES: usize = 100 << 20;
@@ -29,38 +138,41 @@ fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
         .map(|p| p + from)
 }
 
-/// Splits one CSV line into fields.
-pub fn split_csv(line: &[u8], sep: &[u8], trim_quotes: bool) -> SourceRow {
-    let text = String::from_utf8_lossy(line).to_string();
-    let mut fields = vec![];
+/// Splits one CSV line into fields of a new row of `block`.
+pub fn split_csv(block: &mut RowBlock, line: &[u8], sep: &[u8], trim_quotes: bool) {
+    let base = block.start_row(line);
     let mut start = 0;
     loop {
         let end = find(line, sep, start).unwrap_or(line.len());
-        let mut f = &line[start..end];
-        if trim_quotes && f.len() >= 2 && f[0] == b'"' && f[f.len() - 1] == b'"' {
-            f = &f[1..f.len() - 1];
+        let (mut a, mut b) = (start, end);
+        if trim_quotes && b - a >= 2 && line[a] == b'"' && line[b - 1] == b'"' {
+            a += 1;
+            b -= 1;
         }
-        fields.push(if f == b"\\N" {
-            None
-        } else {
-            Some(String::from_utf8_lossy(f).to_string())
-        });
+        let span = (&line[a..b] != b"\\N").then_some((base + a, base + b));
+        block.span_field(span);
         if end >= line.len() {
             break;
         }
         start = end + sep.len();
     }
-    SourceRow { fields, raw: text }
 }
 
 /// Splits one CSV line whose fields may be wrapped in `enclose` (where the
-/// separator and line delimiter are data) with `escape` escaping the next byte.
-pub fn split_csv_enclosed(line: &[u8], sep: &[u8], enclose: u8, escape: Option<u8>) -> SourceRow {
-    let text = String::from_utf8_lossy(line).to_string();
-    let mut fields = vec![];
+/// separator and line delimiter are data) with `escape` escaping the next
+/// byte, into a new row of `block`.
+pub fn split_csv_enclosed(
+    block: &mut RowBlock,
+    line: &[u8],
+    sep: &[u8],
+    enclose: u8,
+    escape: Option<u8>,
+) {
+    block.start_row(line);
     let mut i = 0;
+    let mut value = Vec::new();
     loop {
-        let mut value = Vec::new();
+        value.clear();
         let mut quoted = false;
         if i < line.len() && line[i] == enclose {
             quoted = true;
@@ -86,17 +198,12 @@ pub fn split_csv_enclosed(line: &[u8], sep: &[u8], enclose: u8, escape: Option<u
         }
         let end = find(line, sep, i).unwrap_or(line.len());
         value.extend_from_slice(&line[i..end]);
-        fields.push(if !quoted && value == b"\\N" {
-            None
-        } else {
-            Some(String::from_utf8_lossy(&value).to_string())
-        });
+        block.push_field((quoted || value != b"\\N").then_some(value.as_slice()));
         if end >= line.len() {
             break;
         }
         i = end + sep.len();
     }
-    SourceRow { fields, raw: text }
 }
 
 /// End of the next line at or after `from`, skipping delimiters inside
@@ -141,15 +248,6 @@ fn find_line_end(
         field_start = buf[from..i].ends_with(sep);
     }
     None
-}
-
-/// Field text of a JSON value.
-fn json_field(v: &serde_json::Value) -> Option<String> {
-    match v {
-        serde_json::Value::Null => None,
-        serde_json::Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
-    }
 }
 
 /// One step of a JSON path.
@@ -228,37 +326,50 @@ impl JsonPath {
     }
 }
 
-/// Maps one JSON object to fields in `names` order: by `paths` (one per
-/// name, in order; names past the last path read NULL) when given, else by
-/// key (matched case-insensitively).
+/// Field bytes of a JSON value: strings as they are, other values as JSON.
+fn json_bytes(v: &serde_json::Value) -> Option<std::borrow::Cow<'_, [u8]>> {
+    match v {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(std::borrow::Cow::Borrowed(s.as_bytes())),
+        other => Some(std::borrow::Cow::Owned(other.to_string().into_bytes())),
+    }
+}
+
+/// Adds one JSON row to `block`, its fields in `names` order: by `paths`
+/// (one per name, in order; names past the last path read NULL) when given,
+/// else by key (matched case-insensitively). A non-object without paths is
+/// a bad row.
 pub fn json_row(
+    block: &mut RowBlock,
     v: &serde_json::Value,
     names: &[String],
     paths: Option<&[JsonPath]>,
-) -> std::result::Result<SourceRow, String> {
+) -> std::result::Result<(), BadRow> {
     let raw = v.to_string();
     if let Some(paths) = paths {
-        let fields = (0..names.len())
-            .map(|i| paths.get(i).and_then(|p| p.get(v)).and_then(json_field))
-            .collect();
-        return Ok(SourceRow { fields, raw });
+        block.start_row(raw.as_bytes());
+        for i in 0..names.len() {
+            let f = paths.get(i).and_then(|p| p.get(v)).and_then(json_bytes);
+            block.push_field(f.as_deref());
+        }
+        return Ok(());
     }
     let serde_json::Value::Object(map) = v else {
-        return Err(format!("a JSON row must be an object: {raw}"));
+        return Err((format!("a JSON row must be an object: {raw}"), raw));
     };
-    let fields = names
-        .iter()
-        .map(|n| {
-            map.get(n)
-                .or_else(|| {
-                    map.iter()
-                        .find(|(k, _)| k.eq_ignore_ascii_case(n))
-                        .map(|(_, v)| v)
-                })
-                .and_then(json_field)
-        })
-        .collect();
-    Ok(SourceRow { fields, raw })
+    block.start_row(raw.as_bytes());
+    for n in names {
+        let f = map
+            .get(n)
+            .or_else(|| {
+                map.iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(n))
+                    .map(|(_, v)| v)
+            })
+            .and_then(json_bytes);
+        block.push_field(f.as_deref());
+    }
+    Ok(())
 }
 
 /// Incremental splitter over body chunks.
@@ -270,8 +381,81 @@ pub struct RowSplitter {
     json_whole: Vec<u8>,
 }
 
-/// A row, or a line that could not be read as a row (reason, text).
-pub type Parsed = std::result::Result<SourceRow, (String, String)>;
+/// Where rows of a chunk go: good rows, and lines that are not rows.
+pub struct RowSink<'a> {
+    pub block: &'a mut RowBlock,
+    pub bad: &'a mut Vec<BadRow>,
+}
+
+/// The rows of one JSON document (the body, or one line of it): from its
+/// `json_root`, one row per element when it is an array.
+fn json_document(
+    opts: &LoadOptions,
+    names: &[String],
+    v: &serde_json::Value,
+    out: &mut RowSink,
+) -> Result<()> {
+    let v = match &opts.json_root {
+        Some(root) => match root.get(v) {
+            Some(r) => r,
+            None => {
+                out.bad.push(("JSON Root not found.".into(), v.to_string()));
+                return Ok(());
+            }
+        },
+        None => v,
+    };
+    let paths = opts.json_paths.as_deref();
+    match v {
+        serde_json::Value::Array(items) => {
+            if !opts.strip_outer_array {
+                return Err(TethysError::DataQuality(
+                    "JSON data is array-object, `strip_outer_array` must be TRUE.".into(),
+                ));
+            }
+            for item in items {
+                if let Err(e) = json_row(out.block, item, names, paths) {
+                    out.bad.push(e);
+                }
+            }
+        }
+        obj => {
+            if let Err(e) = json_row(out.block, obj, names, paths) {
+                out.bad.push(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Cuts one line into a row.
+fn line(opts: &LoadOptions, names: &[String], line: &[u8], out: &mut RowSink) -> Result<()> {
+    match opts.format {
+        Format::Csv => match opts.enclose {
+            Some(q) => split_csv_enclosed(out.block, line, &opts.column_separator, q, opts.escape),
+            None => split_csv(
+                out.block,
+                line,
+                &opts.column_separator,
+                opts.trim_double_quotes,
+            ),
+        },
+        Format::Json => {
+            let text = String::from_utf8_lossy(line);
+            let trimmed = text.trim();
+            if trimmed.is_empty() {
+                return Ok(());
+            }
+            match serde_json::from_str::<serde_json::Value>(trimmed) {
+                Ok(v) => json_document(opts, names, &v, out)?,
+                Err(e) => out
+                    .bad
+                    .push((format!("Parse json data failed: {e}"), trimmed.to_string())),
+            }
+        }
+    }
+    Ok(())
+}
 
 impl RowSplitter {
     pub fn new(opts: LoadOptions, names: Vec<String>) -> Self {
@@ -284,76 +468,12 @@ impl RowSplitter {
         }
     }
 
-    /// The rows of one JSON document (the body, or one line of it): from
-    /// its `json_root`, one row per element when it is an array.
-    fn json_document(&self, v: &serde_json::Value, out: &mut Vec<Parsed>) -> Result<()> {
-        let v = match &self.opts.json_root {
-            Some(root) => match root.get(v) {
-                Some(r) => r,
-                None => {
-                    out.push(Err(("JSON Root not found.".into(), v.to_string())));
-                    return Ok(());
-                }
-            },
-            None => v,
-        };
-        let paths = self.opts.json_paths.as_deref();
-        match v {
-            serde_json::Value::Array(items) => {
-                if !self.opts.strip_outer_array {
-                    return Err(TethysError::DataQuality(
-                        "JSON data is array-object, `strip_outer_array` must be TRUE.".into(),
-                    ));
-                }
-                for item in items {
-                    out.push(json_row(item, &self.names, paths).map_err(|e| (e, item.to_string())));
-                }
-            }
-            obj => out.push(json_row(obj, &self.names, paths).map_err(|e| (e, obj.to_string()))),
-        }
-        Ok(())
-    }
-
     fn by_lines(&self) -> bool {
         self.opts.format == Format::Csv || self.opts.read_json_by_line
     }
 
-    fn line(&mut self, line: &[u8], out: &mut Vec<Parsed>) -> Result<()> {
-        if self.skipped < self.opts.skip_lines {
-            self.skipped += 1;
-            return Ok(());
-        }
-        match self.opts.format {
-            Format::Csv => out.push(Ok(match self.opts.enclose {
-                Some(q) => {
-                    split_csv_enclosed(line, &self.opts.column_separator, q, self.opts.escape)
-                }
-                None => split_csv(
-                    line,
-                    &self.opts.column_separator,
-                    self.opts.trim_double_quotes,
-                ),
-            })),
-            Format::Json => {
-                let trimmed = String::from_utf8_lossy(line);
-                if trimmed.trim().is_empty() {
-                    return Ok(());
-                }
-                match serde_json::from_str::<serde_json::Value>(trimmed.trim()) {
-                    Ok(v) => self.json_document(&v, out)?,
-                    Err(e) => out.push(Err((
-                        format!("Parse json data failed: {e}"),
-                        trimmed.to_string(),
-                    ))),
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Feeds a chunk; returns the rows completed by it.
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Parsed>> {
-        let mut out = vec![];
+    /// Feeds a chunk; the rows it completes go to `out`.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut RowSink) -> Result<()> {
         if !self.by_lines() {
             if self.json_whole.len() + chunk.len() > JSON_MAX_BYTES {
                 return Err(TethysError::DataQuality(format!(
@@ -362,52 +482,85 @@ impl RowSplitter {
                 )));
             }
             self.json_whole.extend_from_slice(chunk);
-            return Ok(out);
+            return Ok(());
         }
-        self.buf.extend_from_slice(chunk);
-        let delim = self.opts.line_delimiter.clone();
+        // Lines wholly inside the chunk are cut from it directly; only a
+        // line split across chunks is copied into `buf`.
+        let data: &[u8] = if self.buf.is_empty() {
+            chunk
+        } else {
+            self.buf.extend_from_slice(chunk);
+            &self.buf
+        };
+        let delim = &self.opts.line_delimiter;
         let mut start = 0;
         while let Some(end) = find_line_end(
-            &self.buf,
-            &delim,
+            data,
+            delim,
             &self.opts.column_separator,
             start,
             self.opts.enclose,
             self.opts.escape,
         ) {
-            let line = self.buf[start..end].to_vec();
-            self.line(&line, &mut out)?;
+            if self.skipped < self.opts.skip_lines {
+                self.skipped += 1;
+            } else {
+                line(&self.opts, &self.names, &data[start..end], out)?;
+            }
             start = end + delim.len();
         }
-        self.buf.drain(..start);
-        Ok(out)
+        if self.buf.is_empty() {
+            self.buf.extend_from_slice(&chunk[start..]);
+        } else {
+            self.buf.drain(..start);
+        }
+        Ok(())
     }
 
-    /// Ends the body; returns the last rows.
-    pub fn finish(&mut self) -> Result<Vec<Parsed>> {
-        let mut out = vec![];
+    /// Ends the body; the last rows go to `out`.
+    pub fn finish(&mut self, out: &mut RowSink) -> Result<()> {
         if !self.by_lines() {
             let whole = std::mem::take(&mut self.json_whole);
             let text = String::from_utf8_lossy(&whole);
             if text.trim().is_empty() {
-                return Ok(out);
+                return Ok(());
             }
             let v: serde_json::Value = serde_json::from_str(text.trim())
                 .map_err(|e| TethysError::DataQuality(format!("Parse json data failed: {e}")))?;
-            self.json_document(&v, &mut out)?;
-            return Ok(out);
+            return json_document(&self.opts, &self.names, &v, out);
         }
         let rest = std::mem::take(&mut self.buf);
         if !rest.is_empty() {
-            self.line(&rest, &mut out)?;
+            if self.skipped < self.opts.skip_lines {
+                self.skipped += 1;
+            } else {
+                line(&self.opts, &self.names, &rest, out)?;
+            }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    type Rows = Vec<Vec<Option<String>>>;
+
+    /// Feeds `chunks` and finishes: (good rows, bad rows).
+    fn run(s: &mut RowSplitter, chunks: &[&[u8]]) -> (Rows, Vec<BadRow>) {
+        let mut block = RowBlock::default();
+        let mut bad = vec![];
+        let mut out = RowSink {
+            block: &mut block,
+            bad: &mut bad,
+        };
+        for c in chunks {
+            s.feed(c, &mut out).unwrap();
+        }
+        s.finish(&mut out).unwrap();
+        (block.to_strings(), bad)
+    }
 
     fn opts(format: Format) -> LoadOptions {
         LoadOptions {
@@ -449,41 +602,30 @@ mod tests {
         o.json_root = Some(JsonPath::parse("$.data").unwrap());
         o.json_paths = Some(JsonPath::parse_list(r#"["$.k", "$.info.city"]"#).unwrap());
         let mut s = RowSplitter::new(o, vec!["id".into(), "city".into(), "extra".into()]);
-        s.feed(br#"{"data": [{"k": 1, "info": {"city": "Oslo"}}, {"k": 2}]}"#)
-            .unwrap();
-        let rows: Vec<_> = s
-            .finish()
-            .unwrap()
-            .into_iter()
-            .map(|r| r.unwrap())
-            .collect();
-        assert_eq!(
-            rows[0].fields,
-            vec![Some("1".into()), Some("Oslo".into()), None]
+        let (rows, _) = run(
+            &mut s,
+            &[br#"{"data": [{"k": 1, "info": {"city": "Oslo"}}, {"k": 2}]}"#],
         );
-        assert_eq!(rows[1].fields, vec![Some("2".into()), None, None]);
+        assert_eq!(rows[0], vec![Some("1".into()), Some("Oslo".into()), None]);
+        assert_eq!(rows[1], vec![Some("2".into()), None, None]);
         let mut o = opts(Format::Json);
         o.skip_lines = 0;
         o.read_json_by_line = true;
         o.json_root = Some(JsonPath::parse("$.data").unwrap());
         let mut s = RowSplitter::new(o, vec!["k".into()]);
-        let rows = s.feed(b"{\"data\": {\"k\": 5}}\n{\"other\": 1}\n").unwrap();
-        assert_eq!(rows[0].as_ref().unwrap().fields, vec![Some("5".into())]);
-        assert_eq!(rows[1].as_ref().unwrap_err().0, "JSON Root not found.");
+        let (rows, bad) = run(&mut s, &[b"{\"data\": {\"k\": 5}}\n{\"other\": 1}\n"]);
+        assert_eq!(rows, vec![vec![Some("5".to_string())]]);
+        assert_eq!(bad[0].0, "JSON Root not found.");
     }
 
     #[test]
     fn csv_across_chunks() {
         let mut s = RowSplitter::new(opts(Format::Csv), vec![]);
-        let mut rows = s.feed(b"header\na||\"b\"||\\N\nc|").unwrap();
-        rows.extend(s.feed(b"|d").unwrap());
-        rows.extend(s.finish().unwrap());
-        let rows: Vec<SourceRow> = rows.into_iter().map(|r| r.unwrap()).collect();
-        assert_eq!(
-            rows[0].fields,
-            vec![Some("a".into()), Some("b".into()), None]
-        );
-        assert_eq!(rows[1].fields, vec![Some("c".into()), Some("d".into())]);
+        let (rows, _) = run(&mut s, &[b"header\na||\"b\"||\\N\nc|", b"|d\ne||f\n", b"g"]);
+        assert_eq!(rows[0], vec![Some("a".into()), Some("b".into()), None]);
+        assert_eq!(rows[1], vec![Some("c".into()), Some("d".into())]);
+        assert_eq!(rows[2], vec![Some("e".into()), Some("f".into())]);
+        assert_eq!(rows[3], vec![Some("g".to_string())]);
     }
 
     #[test]
@@ -494,18 +636,19 @@ mod tests {
         o.enclose = Some(b'"');
         o.escape = Some(b'\\');
         let mut s = RowSplitter::new(o, vec![]);
-        let mut rows = s
-            .feed(b"1|;\"a|;b\"|;x\n2|;\"line\nbreak\"|;\"say \\\"hi\\\"\"\n3|;")
-            .unwrap();
-        rows.extend(s.feed(b"\"\"\"\"|;z").unwrap());
-        rows.extend(s.finish().unwrap());
-        let rows: Vec<SourceRow> = rows.into_iter().map(|r| r.unwrap()).collect();
+        let (rows, _) = run(
+            &mut s,
+            &[
+                b"1|;\"a|;b\"|;x\n2|;\"line\nbreak\"|;\"say \\\"hi\\\"\"\n3|;",
+                b"\"\"\"\"|;z",
+            ],
+        );
         assert_eq!(
-            rows[0].fields,
+            rows[0],
             vec![Some("1".into()), Some("a|;b".into()), Some("x".into())]
         );
         assert_eq!(
-            rows[1].fields,
+            rows[1],
             vec![
                 Some("2".into()),
                 Some("line\nbreak".into()),
@@ -513,7 +656,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            rows[2].fields,
+            rows[2],
             vec![Some("3".into()), Some("\"".into()), Some("z".into())]
         );
     }
@@ -524,20 +667,13 @@ mod tests {
         let mut o = opts(Format::Json);
         o.skip_lines = 0;
         let mut s = RowSplitter::new(o.clone(), names.clone());
-        s.feed(br#"[{"id": 1, "NAME": "a"}, {"id": 2}]"#).unwrap();
-        let rows = s.finish().unwrap();
-        assert_eq!(
-            rows[0].as_ref().unwrap().fields,
-            vec![Some("1".into()), Some("a".into())]
-        );
-        assert_eq!(
-            rows[1].as_ref().unwrap().fields,
-            vec![Some("2".into()), None]
-        );
+        let (rows, _) = run(&mut s, &[br#"[{"id": 1, "NAME": "a"}, {"id": 2}]"#]);
+        assert_eq!(rows[0], vec![Some("1".into()), Some("a".into())]);
+        assert_eq!(rows[1], vec![Some("2".into()), None]);
         o.read_json_by_line = true;
         let mut s = RowSplitter::new(o, names);
-        let rows = s.feed(b"{\"id\":3,\"name\":\"c\"}\nnot json\n").unwrap();
-        assert!(rows[0].is_ok());
-        assert!(rows[1].is_err());
+        let (rows, bad) = run(&mut s, &[b"{\"id\":3,\"name\":\"c\"}\nnot json\n"]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(bad.len(), 1);
     }
 }
