@@ -180,6 +180,8 @@ impl Converter {
             let text: ArrayRef = Arc::new(b.finish());
             let typed = if f.data_type() == &DataType::Utf8 {
                 text.clone()
+            } else if let Some(d) = fast_decimal(&text, f.data_type()) {
+                d
             } else {
                 cast_with_options(&text, f.data_type(), &opts)?
             };
@@ -239,11 +241,25 @@ impl Converter {
                     (cast_with_options(&text, target, &opts)?, None)
                 }
             };
+            // Most columns need no per-row check: nullable or without NULLs,
+            // and not a string with a length limit.
+            let check_nulls = !col.nullable && arr.null_count() > 0;
+            let max_len = col.column_type.max_len();
+            let strings = max_len.and(arr.as_string_opt::<i32>());
+            let too_long = |i: usize| {
+                strings.is_some_and(|s| {
+                    s.is_valid(i) && s.value_length(i) as usize > max_len.unwrap_or(usize::MAX)
+                })
+            };
+            if !check_nulls && strings.is_none() {
+                columns.push(arr);
+                continue;
+            }
             for i in 0..n {
                 if !keep[i] {
                     continue;
                 }
-                if arr.is_null(i) && !col.nullable {
+                if check_nulls && arr.is_null(i) {
                     keep[i] = false;
                     let shown = text.as_ref().filter(|t| t.is_valid(i)).map(|t| {
                         arrow::util::display::array_value_to_string(t, i).unwrap_or_default()
@@ -256,10 +272,9 @@ impl Converter {
                         ),
                         None => format!("null value for not null column, column={}", col.name),
                     });
-                } else if let Some(max) = col.column_type.max_len()
-                    && let Some(s) = arr.as_string_opt::<i32>()
-                    && s.is_valid(i)
-                    && s.value(i).len() > max
+                } else if too_long(i)
+                    && let Some(s) = strings
+                    && let Some(max) = max_len
                 {
                     keep[i] = false;
                     reasons[i] = Some(format!(
@@ -303,6 +318,67 @@ impl Converter {
     }
 }
 
+/// Plain decimal text (`-12.5`, `3`, `0.25`) as `Decimal128(p, s)` without
+/// arrow's general parser; `None` (use the general cast) when the array is
+/// not a decimal target or any value is anything else (exponents, blanks,
+/// more fraction digits than the scale, too many digits).
+fn fast_decimal(text: &ArrayRef, target: &DataType) -> Option<ArrayRef> {
+    let DataType::Decimal128(p, s) = *target else {
+        return None;
+    };
+    let s = u32::try_from(s).ok()?;
+    let limit = 10i128.checked_pow(u32::from(p))?;
+    let strings = text.as_string_opt::<i32>()?;
+    let mut out = arrow::array::Decimal128Builder::with_capacity(strings.len());
+    for v in strings.iter() {
+        let Some(v) = v else {
+            out.append_null();
+            continue;
+        };
+        out.append_value(parse_plain_decimal(v.as_bytes(), s, limit)?);
+    }
+    Some(Arc::new(
+        out.finish().with_precision_and_scale(p, s as i8).ok()?,
+    ))
+}
+
+/// `[-+]digits[.digits]` with at most `scale` fraction digits, scaled, below
+/// `limit` in magnitude.
+fn parse_plain_decimal(b: &[u8], scale: u32, limit: i128) -> Option<i128> {
+    let (neg, digits) = match b.first()? {
+        b'-' => (true, &b[1..]),
+        b'+' => (false, &b[1..]),
+        _ => (false, b),
+    };
+    let mut v: i128 = 0;
+    let mut frac: Option<u32> = None;
+    let mut any = false;
+    for &c in digits {
+        match c {
+            b'0'..=b'9' => {
+                if let Some(f) = frac.as_mut() {
+                    if *f == scale {
+                        return None;
+                    }
+                    *f += 1;
+                }
+                v = v.checked_mul(10)?.checked_add(i128::from(c - b'0'))?;
+                any = true;
+            }
+            b'.' if frac.is_none() => frac = Some(0),
+            _ => return None,
+        }
+    }
+    if !any {
+        return None;
+    }
+    v = v.checked_mul(10i128.checked_pow(scale - frac.unwrap_or(0))?)?;
+    if v >= limit {
+        return None;
+    }
+    Some(if neg { -v } else { v })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,6 +408,26 @@ mod tests {
 
     fn rows(rows: &[&[Option<&str>]]) -> RowBlock {
         RowBlock::from_fields(rows)
+    }
+
+    #[test]
+    fn plain_decimals_parse_like_the_general_cast() {
+        let text: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![
+            Some("21168.23"),
+            Some("-0.5"),
+            Some("7"),
+            None,
+            Some("+3.10"),
+        ]));
+        let ty = DataType::Decimal128(15, 2);
+        let fast = fast_decimal(&text, &ty).unwrap();
+        let general = cast_with_options(&text, &ty, &CastOptions::default()).unwrap();
+        assert_eq!(fast.as_ref(), general.as_ref());
+        // Anything else goes to the general cast.
+        for odd in ["1e3", "1.234", "", " 1", "1.2.3", "-", "99999999999999.99"] {
+            let a: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![odd]));
+            assert!(fast_decimal(&a, &ty).is_none(), "{odd}");
+        }
     }
 
     #[test]

@@ -515,67 +515,82 @@ async fn run_load(
     let mut bad: Vec<BadRow> = vec![];
     let mut decompressor = opts.compress.map(super::decompress::Decompressor::new);
     let mut bytes = 0u64;
-    loop {
-        let next = tokio::time::timeout_at(deadline, stream.next())
-            .await
-            .map_err(|_| TethysError::Timeout(timeout.as_secs()))?;
-        let mut out = RowSink {
-            block: &mut block,
-            bad: &mut bad,
-        };
-        let ended = match next {
-            Some(Ok(chunk)) => {
-                bytes += chunk.len() as u64;
-                if bytes > MAX_BODY_BYTES {
-                    return Err(TethysError::DataQuality(format!(
-                        "body exceed max size: {MAX_BODY_BYTES}, data: {bytes}"
+    let read = async {
+        loop {
+            let next = tokio::time::timeout_at(deadline, stream.next())
+                .await
+                .map_err(|_| TethysError::Timeout(timeout.as_secs()))?;
+            let mut out = RowSink {
+                block: &mut block,
+                bad: &mut bad,
+            };
+            let ended = match next {
+                Some(Ok(chunk)) => {
+                    bytes += chunk.len() as u64;
+                    if bytes > MAX_BODY_BYTES {
+                        return Err(TethysError::DataQuality(format!(
+                            "body exceed max size: {MAX_BODY_BYTES}, data: {bytes}"
+                        )));
+                    }
+                    match decompressor.as_mut() {
+                        Some(d) => {
+                            for plain in d.push(chunk).await? {
+                                splitter.feed(&plain, &mut out)?;
+                            }
+                        }
+                        None => splitter.feed(&chunk, &mut out)?,
+                    }
+                    false
+                }
+                Some(Err(e)) => {
+                    return Err(TethysError::Backend(format!(
+                        "reading the request body failed (client gone?): {e}"
                     )));
                 }
-                match decompressor.as_mut() {
-                    Some(d) => {
-                        for plain in d.push(chunk).await? {
+                None => {
+                    if let Some(d) = decompressor.take() {
+                        for plain in d.finish().await? {
                             splitter.feed(&plain, &mut out)?;
                         }
                     }
-                    None => splitter.feed(&chunk, &mut out)?,
+                    splitter.finish(&mut out)?;
+                    true
                 }
-                false
+            };
+            if !bad.is_empty() {
+                load.record_errors(std::mem::take(&mut bad));
             }
-            Some(Err(e)) => {
-                return Err(TethysError::Backend(format!(
-                    "reading the request body failed (client gone?): {e}"
-                )));
+            if block.len() >= ROWS_PER_PAGE || ended {
+                load.process(&block).await?;
+                block.clear();
             }
-            None => {
-                if let Some(d) = decompressor.take() {
-                    for plain in d.finish().await? {
-                        splitter.feed(&plain, &mut out)?;
-                    }
-                }
-                splitter.finish(&mut out)?;
-                true
+            if ended {
+                break;
             }
-        };
-        if !bad.is_empty() {
-            load.record_errors(std::mem::take(&mut bad));
         }
-        if block.len() >= ROWS_PER_PAGE || ended {
-            load.process(&block).await?;
-            block.clear();
+        Ok::<(), TethysError>(())
+    }
+    .await;
+    let read_ms = read_start.elapsed().as_millis() as u64;
+    if let Err(e) = read {
+        // Let writes already sent finish before the caller aborts, so none
+        // lands after the abort.
+        if let Sink::Tablets(w) = &mut load.sink {
+            w.drain().await;
         }
-        if ended {
-            break;
-        }
+        return Err(e);
     }
     let write_ms = match &mut load.sink {
         Sink::Tablets(w) => {
-            w.flush_all().await?;
+            if let Err(e) = w.flush_all().await {
+                w.drain().await;
+                return Err(e);
+            }
             w.write_ms
         }
         Sink::Group(..) => 0,
     };
-    let elapsed = read_start.elapsed().as_millis() as u64;
-    resp.read_ms = elapsed - write_ms.min(elapsed);
+    resp.read_ms = read_ms;
     resp.write_ms = write_ms;
     resp.load_bytes = bytes;
     resp.total_rows = load.total;

@@ -93,6 +93,7 @@ impl RowBlock {
     }
 
     /// A block of the given rows (their text is their debug form).
+    #[cfg(test)]
     pub fn from_fields(rows: &[&[Option<&str>]]) -> RowBlock {
         let mut b = RowBlock::default();
         for r in rows {
@@ -104,7 +105,8 @@ impl RowBlock {
         b
     }
 
-    /// Every row's fields as text (tests and debugging).
+    /// Every row's fields as text.
+    #[cfg(test)]
     pub fn to_strings(&self) -> Vec<Vec<Option<String>>> {
         (0..self.len())
             .map(|r| {

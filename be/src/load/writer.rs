@@ -19,6 +19,15 @@ use crate::service::Backend;
 /// Rows buffered across tablets before the largest buffers are written.
 const MAX_BUFFERED_ROWS: usize = 1 << 20;
 
+/// Tablet writes a load keeps in flight while it goes on reading and
+/// converting: parsing and segment writing overlap on different cores.
+fn max_in_flight() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 4)
+}
+
 /// The router of a load plan, limited to the named partitions when given.
 pub fn router_of(plan: &LoadPlanPb, only: Option<&Vec<String>>) -> Result<Router> {
     let parse = |s: &Option<String>| s.as_ref().and_then(|v| v.parse::<i128>().ok());
@@ -70,8 +79,10 @@ pub struct TabletWriter {
     pub touched: BTreeSet<i64>,
     /// Rows routed to a tablet.
     pub loaded: u64,
-    /// Milliseconds spent sending rows to backends.
+    /// Milliseconds spent sending rows to backends (writes overlap, so
+    /// this can exceed the wall time).
     pub write_ms: u64,
+    in_flight: tokio::task::JoinSet<Result<u64>>,
 }
 
 impl TabletWriter {
@@ -100,6 +111,7 @@ impl TabletWriter {
             touched: BTreeSet::new(),
             loaded: 0,
             write_ms: 0,
+            in_flight: tokio::task::JoinSet::new(),
         }
     }
 
@@ -130,6 +142,8 @@ impl TabletWriter {
         Ok(rejected)
     }
 
+    /// Starts writing one tablet's buffer; waits for an earlier write when
+    /// enough are in flight. A failed write fails the load.
     async fn flush(&mut self, tablet_id: i64) -> Result<()> {
         let Some((batches, n, backend_id)) = self.buffers.remove(&tablet_id) else {
             return Ok(());
@@ -138,14 +152,31 @@ impl TabletWriter {
         let info = self.backends.get(&backend_id).ok_or_else(|| {
             TethysError::Internal(format!("backend {backend_id} is not in the load plan"))
         })?;
-        let t = Instant::now();
-        self.be
-            .pool
-            .get(info)?
-            .write(self.txn_id, tablet_id, batches)
-            .await?;
-        self.write_ms += t.elapsed().as_millis() as u64;
+        let client = self.be.pool.get(info)?;
+        while self.in_flight.len() >= max_in_flight() {
+            self.join_one().await?;
+        }
+        let txn_id = self.txn_id;
+        self.in_flight.spawn(async move {
+            let t = Instant::now();
+            client.write(txn_id, tablet_id, batches).await?;
+            Ok(t.elapsed().as_millis() as u64)
+        });
         Ok(())
+    }
+
+    async fn join_one(&mut self) -> Result<()> {
+        if let Some(r) = self.in_flight.join_next().await {
+            let ms = r.map_err(|e| TethysError::Internal(format!("tablet write task: {e}")))??;
+            self.write_ms += ms;
+        }
+        Ok(())
+    }
+
+    /// Waits for the writes in flight, ignoring their outcome (the load is
+    /// being aborted).
+    pub async fn drain(&mut self) {
+        while self.in_flight.join_next().await.is_some() {}
     }
 
     /// Writes out everything still buffered.
@@ -153,6 +184,9 @@ impl TabletWriter {
         let ids: Vec<i64> = self.buffers.keys().copied().collect();
         for id in ids {
             self.flush(id).await?;
+        }
+        while !self.in_flight.is_empty() {
+            self.join_one().await?;
         }
         Ok(())
     }
