@@ -6,7 +6,7 @@
 #
 # Generates lineitem with tpchgen-cli (pip), starts a release `tethys
 # standalone` on free ports with a fresh data directory, creates the table
-# from benches/tpch/lineitem.sql, loads the .tbl file through the FE
+# from benches/tpch/ddl.sql, loads the .tbl file through the FE
 # (307 -> BE) with curl, and prints rows/s, MB/s, the server's peak RSS and
 # the stored size; then times DuckDB's CREATE TABLE AS read_csv on the file.
 set -euo pipefail
@@ -51,7 +51,7 @@ for row in cur.fetchall() or []:
     print(*row, sep="\t")
 PY
 }
-sql "CREATE DATABASE tpch; USE tpch; $(grep -v '^--' "$root/benches/tpch/lineitem.sql")"
+sql "CREATE DATABASE tpch; USE tpch; $(grep -v "^--" "$root/benches/tpch/ddl.sql")"
 
 cols="l_orderkey,l_partkey,l_suppkey,l_linenumber,l_quantity,l_extendedprice,l_discount,l_tax,l_returnflag,l_linestatus,l_shipdate,l_commitdate,l_receiptdate,l_shipinstruct,l_shipmode,l_comment,l_end"
 bytes=$(stat -c %s "$data/lineitem.tbl")
