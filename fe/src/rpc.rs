@@ -43,7 +43,7 @@ fn authenticate(user: &str, password: &str) -> Result<(), Status> {
 }
 
 /// The load plan of a table: schema, partitions, buckets and tablet locations.
-pub fn load_plan(t: &Table, backends: &[crate::catalog::BackendInfo]) -> LoadPlanPb {
+pub fn load_plan(db: &str, t: &Table, backends: &[crate::catalog::BackendInfo]) -> LoadPlanPb {
     let text = |b: Bound| match b {
         Bound::Value(v) => Some(v.to_string()),
         _ => None,
@@ -103,9 +103,30 @@ pub fn load_plan(t: &Table, backends: &[crate::catalog::BackendInfo]) -> LoadPla
             .unwrap_or(tethys_common::config::GROUP_COMMIT_INTERVAL_MS),
         group_commit_data_bytes: table_property(t, "group_commit_data_bytes")
             .unwrap_or(tethys_common::config::GROUP_COMMIT_DATA_BYTES),
+        db: db.to_string(),
         table: t.name.clone(),
         ..Default::default()
     }
+}
+
+/// The answer to a begin whose label is taken: nothing was begun.
+fn label_taken(e: &TethysError) -> Option<BeginLoadResponse> {
+    let TethysError::LabelAlreadyExists {
+        label,
+        txn_id,
+        status,
+    } = e
+    else {
+        return None;
+    };
+    Some(BeginLoadResponse {
+        label: label.clone(),
+        label_exists: true,
+        existing_status: status.clone(),
+        existing_txn_id: *txn_id,
+        message: e.to_string(),
+        ..Default::default()
+    })
 }
 
 fn table_property(t: &Table, key: &str) -> Option<i64> {
@@ -145,8 +166,7 @@ impl FrontendService for FrontendRpc {
         let (table, backends, db) = self.resolve(&r.db, &r.table)?;
         if r.plan_only {
             // Group commit: the rows join the backend's group transaction.
-            let mut plan = load_plan(&table, &backends);
-            plan.db = db;
+            let mut plan = load_plan(&db, &table, &backends);
             crate::load_plan::compile(&mut plan, &table, &r.columns, &r.where_expr)
                 .map_err(status)?;
             return Ok(Response::new(BeginLoadResponse {
@@ -166,8 +186,7 @@ impl FrontendService for FrontendRpc {
             .begin_with_timeout(&db, label, "BACKEND_STREAMING", timeout * 1000)
         {
             Ok(txn) => {
-                let mut plan = load_plan(&table, &backends);
-                plan.db = db.clone();
+                let mut plan = load_plan(&db, &table, &backends);
                 if let Err(e) =
                     crate::load_plan::compile(&mut plan, &table, &r.columns, &r.where_expr)
                 {
@@ -181,25 +200,7 @@ impl FrontendService for FrontendRpc {
                     ..Default::default()
                 }))
             }
-            Err(e @ TethysError::LabelAlreadyExists { .. }) => {
-                let TethysError::LabelAlreadyExists {
-                    label,
-                    txn_id,
-                    status,
-                } = &e
-                else {
-                    return Err(status_of(e));
-                };
-                Ok(Response::new(BeginLoadResponse {
-                    label: label.clone(),
-                    label_exists: true,
-                    existing_status: status.clone(),
-                    existing_txn_id: *txn_id,
-                    message: e.to_string(),
-                    ..Default::default()
-                }))
-            }
-            Err(e) => Err(status(e)),
+            Err(e) => label_taken(&e).map(Response::new).ok_or_else(|| status(e)),
         }
     }
 
@@ -240,28 +241,13 @@ impl FrontendService for FrontendRpc {
             .txn
             .begin_with_timeout(&db, Some(r.label.clone()), "BACKEND_STREAMING", 0)
         {
-            Ok(txn) => {
-                let mut plan = load_plan(&table, &backends);
-                plan.db = db;
-                Ok(Response::new(BeginLoadResponse {
-                    txn_id: txn.id,
-                    label: txn.label,
-                    plan: Some(plan),
-                    ..Default::default()
-                }))
-            }
-            Err(TethysError::LabelAlreadyExists {
-                label,
-                txn_id,
-                status,
-            }) => Ok(Response::new(BeginLoadResponse {
-                label,
-                label_exists: true,
-                existing_status: status,
-                existing_txn_id: txn_id,
+            Ok(txn) => Ok(Response::new(BeginLoadResponse {
+                txn_id: txn.id,
+                label: txn.label,
+                plan: Some(load_plan(&db, &table, &backends)),
                 ..Default::default()
             })),
-            Err(e) => Err(status(e)),
+            Err(e) => label_taken(&e).map(Response::new).ok_or_else(|| status(e)),
         }
     }
 
@@ -390,8 +376,4 @@ impl FrontendService for FrontendRpc {
             message: format!("{who} {op} successfully."),
         }))
     }
-}
-
-fn status_of(e: TethysError) -> Status {
-    Status::from(e)
 }

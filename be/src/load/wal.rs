@@ -217,7 +217,9 @@ fn open(path: &Path) -> Result<BufReader<File>> {
 }
 
 impl WalReader {
-    /// Scans a WAL for its header and completed requests.
+    /// Scans a WAL for its header and completed requests; the data is then
+    /// read in a second pass (DONE markers follow their data, and a group's
+    /// WAL is small and was just written, so it is mostly in the page cache).
     pub fn open(path: &Path) -> Result<(WalReader, WalSummary)> {
         let mut r = open(path)?;
         let mut header = None;

@@ -83,6 +83,7 @@ pub struct TabletWriter {
     /// this can exceed the wall time).
     pub write_ms: u64,
     in_flight: tokio::task::JoinSet<Result<u64>>,
+    max_in_flight: usize,
 }
 
 impl TabletWriter {
@@ -112,6 +113,7 @@ impl TabletWriter {
             loaded: 0,
             write_ms: 0,
             in_flight: tokio::task::JoinSet::new(),
+            max_in_flight: max_in_flight(),
         }
     }
 
@@ -153,7 +155,7 @@ impl TabletWriter {
             TethysError::Internal(format!("backend {backend_id} is not in the load plan"))
         })?;
         let client = self.be.pool.get(info)?;
-        while self.in_flight.len() >= max_in_flight() {
+        while self.in_flight.len() >= self.max_in_flight {
             self.join_one().await?;
         }
         let txn_id = self.txn_id;

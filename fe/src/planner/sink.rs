@@ -225,8 +225,7 @@ impl OlapSink {
                 return Err(TethysError::Backend("no backend is registered".into()));
             }
             let be = backends[(self.table.id as usize) % backends.len()].clone();
-            let mut plan = crate::rpc::load_plan(&self.table, &backends);
-            plan.db = self.db.clone();
+            let plan = crate::rpc::load_plan(&self.db, &self.table, &backends);
             (be, plan)
         };
         let r = self
