@@ -63,6 +63,10 @@ struct StandaloneArgs {
     /// How often expired labels are cleaned, seconds.
     #[arg(long, default_value_t = tethys_fe::server::LABEL_CLEAN_INTERVAL_SECS)]
     label_clean_interval_second: u64,
+    /// Memory for decoded column pages, MB (Doris' storage page cache;
+    /// default 20% of the machine's memory, 0 turns it off).
+    #[arg(long)]
+    storage_page_cache_mb: Option<usize>,
 }
 
 impl Default for StandaloneArgs {
@@ -78,6 +82,7 @@ impl Default for StandaloneArgs {
             exec_threads: 0,
             label_keep_max_second: tethys_fe::server::LABEL_KEEP_MAX_SECS,
             label_clean_interval_second: tethys_fe::server::LABEL_CLEAN_INTERVAL_SECS,
+            storage_page_cache_mb: None,
         }
     }
 }
@@ -111,6 +116,10 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
         http_addr: SocketAddr::new(args.host, args.be_http_port),
         exec_threads: args.exec_threads,
         fe_rpc_url: Some(format!("http://{}:{}", args.host, args.fe_rpc_port)),
+        page_cache_bytes: args
+            .storage_page_cache_mb
+            .map(|mb| mb << 20)
+            .unwrap_or_else(tethys_be::storage::page_cache::default_capacity),
     };
     let backend = tethys_be::Backend::open(&be_cfg)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -11,6 +11,7 @@ pub mod error;
 pub mod fsutil;
 pub mod functions;
 pub mod http_auth;
+pub mod net;
 pub mod plan;
 pub mod routing;
 pub mod schema;

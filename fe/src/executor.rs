@@ -12,7 +12,6 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 use tethys_common::{Result, TethysError};
-use tethys_proto::TabletStatsRequest;
 
 use crate::catalog::Distribution;
 use crate::ddl;
@@ -772,6 +771,7 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
         outcome: Mutex::new(None),
         group_commit: None,
         insert_timeout_secs: session.vars.insert_timeout_secs(),
+        runtime_filter_max_in: session.vars.runtime_filter_max_in(),
     }
 }
 
@@ -855,33 +855,17 @@ fn table_snapshot(fe: &Frontend, db: &str, name: &str) -> Result<crate::catalog:
         })
 }
 
+/// Stats of every tablet of `t`.
 async fn tablet_stats(
     fe: &Arc<Frontend>,
     t: &crate::catalog::Table,
 ) -> Result<std::collections::HashMap<i64, tethys_proto::TabletStat>> {
-    let backends = fe.catalog.read().backends.clone();
-    let mut per_be: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
-    for p in &t.partitions {
-        for tb in &p.tablets {
-            per_be.entry(tb.backend_id).or_default().push(tb.id);
-        }
-    }
-    let mut out = std::collections::HashMap::new();
-    for (be, ids) in per_be {
-        let Some(info) = backends.get(&be) else {
-            continue;
-        };
-        let c = fe.pool.get(info)?;
-        let r = c
-            .rpc()
-            .tablet_stats(TabletStatsRequest { tablet_ids: ids })
-            .await
-            .map_err(|s| c.err(s))?;
-        for s in r.into_inner().tablets {
-            out.insert(s.tablet_id, s);
-        }
-    }
-    Ok(out)
+    let tablets: Vec<_> = t
+        .partitions
+        .iter()
+        .flat_map(|p| p.tablets.iter().cloned())
+        .collect();
+    planner::stats::tablet_stats(fe, &tablets).await
 }
 
 fn fmt_time(ms: i64) -> String {

@@ -48,6 +48,8 @@ pub struct Frontend {
     pub catalog: Arc<Catalog>,
     pub pool: Arc<BackendPool>,
     pub txn: TxnManager,
+    /// Rows per partition, for the optimizer.
+    pub stats: crate::planner::stats::StatsCache,
     conns: Mutex<BTreeMap<u32, Arc<ConnHandle>>>,
     next_conn: AtomicU32,
     query_seq: AtomicU64,
@@ -60,6 +62,7 @@ impl Frontend {
             txn: TxnManager::new(catalog.clone(), pool.clone()),
             catalog,
             pool,
+            stats: Default::default(),
             conns: Mutex::new(BTreeMap::new()),
             next_conn: AtomicU32::new(1),
             query_seq: AtomicU64::new(1),

@@ -123,7 +123,7 @@ pub async fn serve(
             ),
         )
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(rpc_listener),
+            tethys_common::net::nodelay_incoming(rpc_listener),
             async move {
                 let _ = rx4.wait_for(|v| *v).await;
             },

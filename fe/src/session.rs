@@ -113,6 +113,7 @@ static VARS: &[VarDef] = &[
     v("sql_auto_is_null", "false", Kind::Bool),
     v("sql_quote_show_create", "true", Kind::Bool),
     v("runtime_filter_mode", "GLOBAL", Kind::Str),
+    v("runtime_filter_max_in_num", "1024", Kind::Int),
     v("enable_nereids_planner", "true", Kind::Bool),
     v("group_commit", "off_mode", Kind::Str),
 ];
@@ -231,6 +232,21 @@ impl Variables {
         self.get("insert_timeout")
             .and_then(|v| v.parse().ok())
             .unwrap_or(14400)
+    }
+
+    /// Whether joins push runtime filters to scans (`runtime_filter_mode`
+    /// other than OFF).
+    pub fn runtime_filters(&self) -> bool {
+        !self
+            .get("runtime_filter_mode")
+            .is_some_and(|m| m.eq_ignore_ascii_case("off") || m == "0")
+    }
+
+    /// Runtime filter IN lists longer than this become bloom filters.
+    pub fn runtime_filter_max_in(&self) -> usize {
+        self.get("runtime_filter_max_in_num")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1024)
     }
 
     pub fn parallelism(&self) -> usize {

@@ -24,6 +24,7 @@ use tethys_common::TethysError;
 use tethys_common::plan::OlapScanExec;
 
 use crate::storage::StorageEngine;
+use crate::storage::page_cache::PageKey;
 use crate::storage::segment::Segment;
 use crate::storage::zone_map::{ZoneMap, ZoneStats};
 
@@ -73,6 +74,7 @@ struct Counters {
     pages_skipped: Count,
     rows_stats_filtered: Count,
     bytes_read: Count,
+    cached_pages: Count,
 }
 
 impl ExecutionPlan for TabletScanExec {
@@ -132,6 +134,7 @@ impl ExecutionPlan for TabletScanExec {
             pages_skipped: m("PagesSkipped"),
             rows_stats_filtered: m("RowsStatsFiltered"),
             bytes_read: m("CompressedBytesRead"),
+            cached_pages: m("CachedPagesNum"),
         };
         let mut builder = RecordBatchReceiverStream::builder(schema.clone(), 2);
         let tx = builder.tx();
@@ -139,7 +142,7 @@ impl ExecutionPlan for TabletScanExec {
             for (tablet_id, version) in tablets {
                 let tablet = engine.tablet(tablet_id)?;
                 for path in tablet.segments_at(version)? {
-                    let seg = Segment::open(&path, &table_schema)?;
+                    let seg = Segment::open_cached(&path, &table_schema, &engine.footers)?;
                     let pages = seg.num_pages();
                     let cols = &seg.footer().columns;
                     let keep: Vec<bool> = match &pruning {
@@ -185,10 +188,25 @@ impl ExecutionPlan for TabletScanExec {
                         counters.pages_read.add(1);
                         let mut arrays = Vec::with_capacity(projection.len());
                         for (out_i, &c) in projection.iter().enumerate() {
+                            let key = PageKey {
+                                segment: seg.cache_id(),
+                                column: c as u32,
+                                page: pi as u32,
+                            };
+                            if key.segment != 0
+                                && let Some(a) = engine.pages.get(&key)
+                            {
+                                counters.cached_pages.add(1);
+                                arrays.push(a);
+                                continue;
+                            }
                             let (a, bytes) = seg
                                 .read_page(c, pi, schema.field(out_i).data_type())
                                 .map_err(|e| corrupt_in(tablet_id, e))?;
                             counters.bytes_read.add(bytes as usize);
+                            if key.segment != 0 {
+                                engine.pages.insert(key, a.clone());
+                            }
                             arrays.push(a);
                         }
                         let batch = if arrays.is_empty() {
@@ -239,7 +257,11 @@ mod tests {
     #[tokio::test]
     async fn zone_maps_skip_pages_and_segments() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Arc::new(StorageEngine::open(dir.path()).unwrap());
+        let engine = Arc::new(
+            StorageEngine::open(dir.path())
+                .unwrap()
+                .with_page_cache(16 << 20),
+        );
         let column = |n: &str, t: &str, key: bool| Column {
             name: n.into(),
             column_type: ColumnType::parse(t).unwrap(),
@@ -300,6 +322,17 @@ mod tests {
         assert_eq!(get("PagesRead"), 1);
         assert_eq!(get("PagesSkipped"), 4);
         assert_eq!(get("RowsStatsFiltered"), n as usize - ROWS_PER_PAGE);
+        assert_eq!(get("CachedPagesNum"), 0);
+        // Again: both columns' page come from the page cache, same rows.
+        let again = TabletScanExec::new(exec.scan.clone(), exec.predicate.clone(), engine.clone());
+        let out2 = collect(again.execute(0, Arc::new(TaskContext::default())).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(out2, out);
+        let m = again.metrics().unwrap();
+        let get = |name: &str| m.sum_by_name(name).map(|v| v.as_usize()).unwrap_or(0);
+        assert_eq!(get("CachedPagesNum"), 2);
+        assert_eq!(get("CompressedBytesRead"), 0);
         // At the old version nothing is visible.
         let node = OlapScanNodePb {
             schema: Some(schema.to_pb()),

@@ -30,6 +30,8 @@ pub struct BackendConfig {
     pub exec_threads: usize,
     /// The FE's gRPC address (`http://host:port`), for loads this BE coordinates.
     pub fe_rpc_url: Option<String>,
+    /// Bytes of decoded pages the storage page cache keeps (0: off).
+    pub page_cache_bytes: usize,
 }
 
 /// A running backend's shared state.
@@ -66,7 +68,8 @@ impl Drop for Backend {
 impl Backend {
     /// Opens the storage and builds the execution pool.
     pub fn open(cfg: &BackendConfig) -> Result<Arc<Backend>> {
-        let engine = Arc::new(StorageEngine::open(&cfg.root)?);
+        let engine =
+            Arc::new(StorageEngine::open(&cfg.root)?.with_page_cache(cfg.page_cache_bytes));
         let executor = Arc::new(FragmentExecutor::new(engine.clone())?);
         let threads = if cfg.exec_threads == 0 {
             std::thread::available_parallelism()
@@ -151,7 +154,7 @@ pub async fn serve(
                 .max_encoding_message_size(256 << 20),
         )
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(rpc_listener),
+            tethys_common::net::nodelay_incoming(rpc_listener),
             async move {
                 let _ = rx1.wait_for(|v| *v).await;
             },

@@ -22,6 +22,10 @@ pub struct StorageEngine {
     rowset_seq: AtomicU64,
     boot_ms: u64,
     max_tablet_versions: usize,
+    /// Parsed segment footers, shared by scans.
+    pub footers: super::segment::FooterCache,
+    /// Decoded pages, shared by scans.
+    pub pages: super::page_cache::PageCache,
 }
 
 impl StorageEngine {
@@ -61,7 +65,15 @@ impl StorageEngine {
             rowset_seq: AtomicU64::new(0),
             boot_ms,
             max_tablet_versions: super::tablet::MAX_TABLET_VERSION_NUM,
+            footers: Default::default(),
+            pages: Default::default(),
         })
+    }
+
+    /// Keeps up to `bytes` of decoded pages in memory (0: none).
+    pub fn with_page_cache(mut self, bytes: usize) -> Self {
+        self.pages = super::page_cache::PageCache::new(bytes);
+        self
     }
 
     /// Sets the number of versions a tablet may hold before loads are refused.
@@ -111,6 +123,7 @@ impl StorageEngine {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&tablet_id);
         if let Some(t) = t {
+            self.footers.forget_dir(t.dir());
             let doomed = self.data_dir.join(format!("{tablet_id}.dropping"));
             fs::rename(t.dir(), &doomed)
                 .map_err(|e| TethysError::io(format!("dropping tablet {tablet_id}"), e))?;

@@ -3,6 +3,7 @@
 
 pub mod engine;
 pub mod page;
+pub mod page_cache;
 pub mod segment;
 pub mod tablet;
 pub mod zone_map;

@@ -12,10 +12,12 @@
 //! tablet's key columns. Every page and the footer carry a CRC32C checksum; a
 //! mismatch is reported as corruption naming the segment and column.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::DataType;
@@ -166,12 +168,91 @@ pub fn write_segment(
 pub struct Segment {
     path: PathBuf,
     file: File,
-    footer: SegmentFooter,
+    footer: Arc<SegmentFooter>,
+    /// Id given by the footer cache (page cache key); 0 when uncached.
+    id: u64,
+}
+
+/// Parsed and validated footers by segment path. Segment files never change
+/// once renamed into place, so a scan reuses the footer instead of reading
+/// and parsing it again; the cache forgets everything when it outgrows its
+/// byte budget.
+#[derive(Debug, Default)]
+pub struct FooterCache {
+    inner: Mutex<CachedFooters>,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+/// Footers (with their segment ids) by path, and the bytes they came from.
+#[derive(Debug, Default)]
+struct CachedFooters {
+    map: HashMap<PathBuf, (Arc<SegmentFooter>, u64)>,
+    bytes: usize,
+}
+
+/// Footer bytes the cache holds before it starts over.
+const FOOTER_CACHE_BYTES: usize = 64 << 20;
+
+impl FooterCache {
+    fn get(&self, path: &Path) -> Option<(Arc<SegmentFooter>, u64)> {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.map.get(path).cloned()
+    }
+
+    /// Caches a footer; returns the id the segment is known by from now on.
+    fn put(&self, path: &Path, footer: Arc<SegmentFooter>, bytes: usize) -> u64 {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.bytes + bytes > FOOTER_CACHE_BYTES {
+            g.map.clear();
+            g.bytes = 0;
+        }
+        g.map.insert(path.to_path_buf(), (footer, id));
+        g.bytes += bytes;
+        id
+    }
+
+    /// Forgets the footers of segments under `dir` (a dropped tablet).
+    pub fn forget_dir(&self, dir: &Path) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.map.retain(|p, _| !p.starts_with(dir));
+    }
 }
 
 impl Segment {
+    /// Opens a segment, taking its footer from `cache` when an earlier open
+    /// validated it.
+    pub fn open_cached(path: &Path, schema: &TableSchema, cache: &FooterCache) -> Result<Segment> {
+        match cache.get(path) {
+            Some((footer, id)) if footer.columns.len() == schema.columns.len() => {
+                let file = File::open(path).map_err(|e| {
+                    TethysError::io(format!("opening segment {}", path.display()), e)
+                })?;
+                Ok(Segment {
+                    path: path.to_path_buf(),
+                    file,
+                    footer,
+                    id,
+                })
+            }
+            _ => {
+                let (mut seg, bytes) = Self::open_sized(path, schema)?;
+                seg.id = cache.put(path, seg.footer.clone(), bytes);
+                Ok(seg)
+            }
+        }
+    }
+
     /// Opens a segment and validates its tail and footer.
     pub fn open(path: &Path, schema: &TableSchema) -> Result<Segment> {
+        Ok(Self::open_sized(path, schema)?.0)
+    }
+
+    /// Opens a segment; also returns its footer's size.
+    fn open_sized(path: &Path, schema: &TableSchema) -> Result<(Segment, usize)> {
         let corrupt =
             |why: String| TethysError::Corruption(format!("segment {}: {why}", path.display()));
         let file = File::open(path)
@@ -233,11 +314,20 @@ impl Segment {
                 }
             }
         }
-        Ok(Segment {
-            path: path.to_path_buf(),
-            file,
-            footer,
-        })
+        Ok((
+            Segment {
+                path: path.to_path_buf(),
+                file,
+                footer: Arc::new(footer),
+                id: 0,
+            },
+            flen as usize,
+        ))
+    }
+
+    /// The id of this segment in the page cache (0: not cacheable).
+    pub fn cache_id(&self) -> u64 {
+        self.id
     }
 
     /// The footer.

@@ -4,15 +4,22 @@ use std::sync::Arc;
 
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr_common::physical_expr::proto_decode::PhysicalExprDecodeCtx;
+use datafusion::physical_expr_common::physical_expr::proto_encode::PhysicalExprEncodeCtx;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 use prost::Message;
 use tethys_proto::OlapScanNodePb;
 
-use super::OlapScanExec;
+use super::{BitmapFilterExpr, BloomFilterExpr, OlapScanExec};
 
 /// Tag byte of an encoded [`OlapScanExec`].
 const TAG_OLAP_SCAN: u8 = 1;
+/// Tag byte of an encoded [`BloomFilterExpr`].
+const TAG_BLOOM_FILTER: u8 = 2;
+/// Tag byte of an encoded [`BitmapFilterExpr`].
+const TAG_BITMAP_FILTER: u8 = 3;
 
 /// Encodes and decodes Tethys plan nodes inside datafusion-proto plans.
 #[derive(Debug, Default, Clone)]
@@ -54,6 +61,46 @@ impl PhysicalExtensionCodec for TethysCodec {
             Err(DataFusionError::NotImplemented(format!(
                 "cannot send plan node {} to a backend",
                 node.name()
+            )))
+        }
+    }
+
+    fn try_decode_expr(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn PhysicalExpr>],
+        _ctx: &PhysicalExprDecodeCtx<'_>,
+    ) -> Result<Arc<dyn PhysicalExpr>> {
+        match (buf.split_first(), inputs) {
+            (Some((&TAG_BLOOM_FILTER, rest)), [key]) => {
+                Ok(Arc::new(BloomFilterExpr::from_bytes(key.clone(), rest)?))
+            }
+            (Some((&TAG_BITMAP_FILTER, rest)), [key]) => {
+                Ok(Arc::new(BitmapFilterExpr::from_bytes(key.clone(), rest)?))
+            }
+            _ => Err(DataFusionError::Internal(
+                "unknown Tethys expression in fragment".into(),
+            )),
+        }
+    }
+
+    fn try_encode_expr(
+        &self,
+        node: &Arc<dyn PhysicalExpr>,
+        buf: &mut Vec<u8>,
+        _ctx: &PhysicalExprEncodeCtx<'_>,
+    ) -> Result<()> {
+        if let Some(bloom) = node.downcast_ref::<BloomFilterExpr>() {
+            buf.push(TAG_BLOOM_FILTER);
+            buf.extend(bloom.to_bytes()?);
+            Ok(())
+        } else if let Some(bitmap) = node.downcast_ref::<BitmapFilterExpr>() {
+            buf.push(TAG_BITMAP_FILTER);
+            buf.extend(bitmap.to_bytes());
+            Ok(())
+        } else {
+            Err(DataFusionError::NotImplemented(format!(
+                "cannot send expression {node} to a backend"
             )))
         }
     }

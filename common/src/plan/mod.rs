@@ -6,8 +6,12 @@
 //! [`TethysCodec`]; the BE decodes it and binds each `OlapScanExec` to its
 //! local tablets.
 
+mod bitmap;
+mod bloom;
 mod codec;
 mod olap_scan;
 
+pub use bitmap::{BitmapFilterExpr, MAX_BITMAP_RANGE};
+pub use bloom::{BLOOM_FPP, BloomFilterExpr};
 pub use codec::TethysCodec;
 pub use olap_scan::OlapScanExec;

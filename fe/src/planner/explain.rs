@@ -2,8 +2,10 @@
 //! the FE/BE boundary, nodes numbered bottom-up under Doris' names
 //! (`VOlapScanNode`, `VAGGREGATE (update serialize)`, `VHASH JOIN`, ...).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::filter::FilterExec;
@@ -41,6 +43,20 @@ struct Fragment {
 struct Builder {
     fragments: Vec<Fragment>,
     next_id: usize,
+    /// Runtime filter number of each join dynamic filter a scan applies,
+    /// by the filter's expression id.
+    runtime_filters: HashMap<u64, usize>,
+    /// `runtime filters:` line of the scan being rendered.
+    scan_runtime_filters: Option<String>,
+}
+
+/// Join keys as EXPLAIN prints them: `k`, or `(a, b)` for several.
+fn keys<'a>(exprs: impl Iterator<Item = &'a Arc<dyn PhysicalExpr>>) -> String {
+    let names: Vec<String> = exprs.map(|e| e.to_string()).collect();
+    match names.as_slice() {
+        [one] => one.clone(),
+        _ => format!("({})", names.join(", ")),
+    }
 }
 
 fn transparent(plan: &Arc<dyn ExecutionPlan>) -> bool {
@@ -93,10 +109,12 @@ impl Builder {
                 sink_exchange: None,
                 root: None,
             });
+            self.scan_runtime_filters = self.scan_filters(be.runtime_filters());
             let root = match be.fragments().first() {
                 Some((_, p)) => self.be_node(p, &be.info, limit),
                 None => self.scan_node(&be.info, vec![], limit),
             };
+            self.scan_runtime_filters = None;
             let id = self.alloc();
             self.fragments[frag_idx].root = Some(root);
             self.fragments[frag_idx].sink_exchange = Some(id);
@@ -147,6 +165,19 @@ impl Builder {
             for (l, r) in j.on() {
                 attrs.push(format!("equal join conjunct: ({l} = {r})"));
             }
+            if let Some(rf) = j
+                .dynamic_expressions_produced()
+                .iter()
+                .filter_map(|d| d.expression_id())
+                .find_map(|id| self.runtime_filters.get(&id))
+                .copied()
+            {
+                let build = keys(j.on().iter().map(|(l, _)| l));
+                attrs.push(format!(
+                    "runtime filters: RF{rf:03}[min_max] <- {build}, RF{:03}[in_or_bloom] <- {build}",
+                    rf + 1
+                ));
+            }
             "VHASH JOIN".to_string()
         } else if let Some(s) = plan.downcast_ref::<SortExec>() {
             attrs.push(format!("order by: {}", s.expr()));
@@ -196,6 +227,24 @@ impl Builder {
         }
     }
 
+    /// Numbers the runtime filters a scan applies and renders their line.
+    fn scan_filters(&mut self, filters: &[Arc<dyn PhysicalExpr>]) -> Option<String> {
+        let mut parts = vec![];
+        for f in filters {
+            let Some(id) = f.expression_id() else {
+                continue;
+            };
+            let next = 2 * self.runtime_filters.len();
+            let rf = *self.runtime_filters.entry(id).or_insert(next);
+            let probe = keys(f.children().into_iter());
+            parts.push(format!(
+                "RF{rf:03}[min_max] -> {probe}, RF{:03}[in_or_bloom] -> {probe}",
+                rf + 1
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("runtime filters: {}", parts.join(", ")))
+    }
+
     fn scan_node(
         &mut self,
         info: &FragmentInfo,
@@ -208,6 +257,9 @@ impl Builder {
         )];
         if !predicates.is_empty() {
             attrs.push(format!("PREDICATES: {}", predicates.join(" AND ")));
+        }
+        if let Some(rf) = &self.scan_runtime_filters {
+            attrs.push(rf.clone());
         }
         attrs.push(format!(
             "partitions={}/{} ({})",
@@ -246,8 +298,12 @@ fn render_node(child: &RChild, indent: &str, out: &mut Vec<String>) {
                 return;
             }
             out.push(format!("{indent}|"));
-            // Build sides hang off `|----`, the probe side continues below.
-            for c in n.children.iter().skip(1).rev() {
+            // Build sides (DataFusion's left inputs) hang off `|----`, the
+            // probe side (the last input) continues below.
+            let Some((probe, builds)) = n.children.split_last() else {
+                return;
+            };
+            for c in builds.iter().rev() {
                 let mut sub = vec![];
                 render_node(c, "", &mut sub);
                 for (i, l) in sub.iter().enumerate() {
@@ -259,7 +315,7 @@ fn render_node(child: &RChild, indent: &str, out: &mut Vec<String>) {
                 }
                 out.push(format!("{indent}|"));
             }
-            render_node(&n.children[0], indent, out);
+            render_node(probe, indent, out);
         }
     }
 }
@@ -273,6 +329,8 @@ pub fn explain_lines(plan: &Arc<dyn ExecutionPlan>, output_names: &[String]) -> 
             root: None,
         }],
         next_id: 0,
+        runtime_filters: HashMap::new(),
+        scan_runtime_filters: None,
     };
     let root = b.node(plan, None, None);
     let mut out: Vec<String> = vec![];

@@ -7,8 +7,11 @@
 //! (scan, filter, projection), serialized and sent over Arrow Flight.
 
 pub mod explain;
+pub mod join_order;
 pub mod remote;
+pub mod runtime_filter;
 pub mod sink;
+pub mod stats;
 pub mod table;
 
 use std::sync::{Arc, Mutex};
@@ -52,6 +55,25 @@ pub struct StatementCtx {
     pub group_commit: Option<String>,
     /// The session's insert timeout, seconds.
     pub insert_timeout_secs: u64,
+    /// Runtime filter IN lists longer than this become bloom filters
+    /// (`runtime_filter_max_in_num`).
+    pub runtime_filter_max_in: usize,
+}
+
+/// DataFusion's physical optimizer rules with Tethys' own: the build-side
+/// choice before `JoinSelection`, and the partial aggregation pushed into
+/// backend fragments at the end.
+fn physical_rules()
+-> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
+    let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
+    let at = rules
+        .iter()
+        .position(|r| r.name() == "join_selection")
+        .unwrap_or(0);
+    rules.insert(at, Arc::new(join_order::BuildSmallerSide));
+    rules.push(Arc::new(runtime_filter::PruneUselessRuntimeFilters));
+    rules.push(Arc::new(PushPartialAggToBackend));
+    rules
 }
 
 /// Builds the DataFusion context of one statement.
@@ -78,6 +100,19 @@ pub fn statement_context(
     // MySQL reads numeric literals with a point (and integers too large for
     // BIGINT) as exact DECIMAL values, not floats.
     config.options_mut().sql_parser.parse_float_as_decimal = true;
+    let opts = config.options_mut();
+    // Joins publish their build keys for the probe scans (runtime filters):
+    // an IN list (a bloom filter beyond runtime_filter_max_in_num) for up to
+    // MAX_FILTER_KEYS keys, only the key bounds beyond.
+    opts.optimizer.enable_join_dynamic_filter_pushdown = vars.runtime_filters();
+    opts.optimizer.hash_join_inlist_pushdown_max_distinct_values = runtime_filter::MAX_FILTER_KEYS;
+    opts.optimizer.hash_join_inlist_pushdown_max_size = runtime_filter::MAX_FILTER_KEYS * 64;
+    // Broadcast (collect) build sides up to this size, as Doris broadcasts
+    // small tables: one hash table, one runtime filter per join.
+    opts.optimizer.hash_join_single_partition_threshold = 32 << 20;
+    // Build sides are chosen by `join_order::BuildSmallerSide`.
+    opts.optimizer.join_reordering = false;
+    opts.optimizer.hash_join_single_partition_threshold_rows = 1 << 20;
     let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
         .with_memory_limit(vars.exec_mem_limit(), 1.0)
         .build_arc()
@@ -86,7 +121,7 @@ pub fn statement_context(
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features()
-        .with_physical_optimizer_rule(Arc::new(PushPartialAggToBackend));
+        .with_physical_optimizer_rules(physical_rules());
     // Tethys' planner goes first so MySQL semantics win over the defaults.
     if let Some(planners) = builder.expr_planners() {
         planners.insert(0, Arc::new(MySqlSemantics));
@@ -243,12 +278,16 @@ impl SchemaProvider for TethysSchema {
                 .cloned()
         };
         Ok(match table {
-            Some(t) => Some(Arc::new(table::OlapTable::new(
-                self.fe.clone(),
-                self.db.clone(),
-                t,
-                self.stmt.clone(),
-            )?)),
+            Some(t) => {
+                let rows = stats::table_rows(&self.fe, &t).await;
+                Some(Arc::new(table::OlapTable::new(
+                    self.fe.clone(),
+                    self.db.clone(),
+                    t,
+                    rows,
+                    self.stmt.clone(),
+                )?))
+            }
             None => None,
         })
     }

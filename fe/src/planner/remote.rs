@@ -7,11 +7,18 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
+use datafusion::common::Statistics;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -22,7 +29,7 @@ use tethys_common::TethysError;
 use tethys_common::plan::TethysCodec;
 use tethys_proto::ExecFragmentRequest;
 
-use super::StatementCtx;
+use super::{StatementCtx, runtime_filter};
 use crate::catalog::BackendInfo;
 use crate::frontend::Frontend;
 
@@ -37,6 +44,8 @@ pub struct FragmentInfo {
     pub total_tablets: usize,
     pub predicates: Vec<String>,
     pub distribution: String,
+    /// Rows the selected tablets hold, when the backends told.
+    pub rows: Option<u64>,
 }
 
 /// Fragments running on backends, seen as one DataFusion leaf.
@@ -48,6 +57,9 @@ pub struct BeFragmentExec {
     pub info: FragmentInfo,
     stmt: Arc<StatementCtx>,
     properties: Arc<PlanProperties>,
+    /// Joins' dynamic filters on this scan's columns (runtime filters),
+    /// applied on the backends once the joins' build sides are complete.
+    runtime_filters: Vec<Arc<dyn PhysicalExpr>>,
 }
 
 impl BeFragmentExec {
@@ -76,7 +88,44 @@ impl BeFragmentExec {
             info,
             stmt,
             properties,
+            runtime_filters: vec![],
         }
+    }
+
+    /// A copy without the runtime filters whose expression ids are in `ids`;
+    /// `None` when it has none of them.
+    pub fn without_runtime_filters(
+        &self,
+        ids: &std::collections::HashSet<u64>,
+    ) -> Option<BeFragmentExec> {
+        let keep: Vec<_> = self
+            .runtime_filters
+            .iter()
+            .filter(|f| !f.expression_id().is_some_and(|id| ids.contains(&id)))
+            .cloned()
+            .collect();
+        if keep.len() == self.runtime_filters.len() {
+            return None;
+        }
+        Some(self.with_runtime_filters(keep))
+    }
+
+    /// A copy applying `filters` as its runtime filters.
+    fn with_runtime_filters(&self, filters: Vec<Arc<dyn PhysicalExpr>>) -> BeFragmentExec {
+        let mut out = BeFragmentExec::new(
+            self.fe.clone(),
+            self.schema.clone(),
+            self.fragments.clone(),
+            self.info.clone(),
+            self.stmt.clone(),
+        );
+        out.runtime_filters = filters;
+        out
+    }
+
+    /// The runtime filters this scan applies.
+    pub fn runtime_filters(&self) -> &[Arc<dyn PhysicalExpr>] {
+        &self.runtime_filters
     }
 
     /// The fragments, per backend.
@@ -95,15 +144,48 @@ impl BeFragmentExec {
             .iter()
             .map(|(b, p)| Ok((b.clone(), f(p.clone())?)))
             .collect::<Result<Vec<_>>>()?;
-        Ok(BeFragmentExec::new(
+        let mut out = BeFragmentExec::new(
             self.fe.clone(),
             schema,
             fragments,
             self.info.clone(),
             self.stmt.clone(),
-        ))
+        );
+        // The filters read scan columns, and are added right above the scan.
+        out.runtime_filters = self.runtime_filters.clone();
+        Ok(out)
+    }
+
+    /// Estimated output: the tablets' rows, a default share of them when the
+    /// fragment filters, and a width per row from the column types.
+    pub fn estimate(&self, partition: Option<usize>) -> Statistics {
+        let mut stats = Statistics::new_unknown(&self.schema);
+        let Some(rows) = self.info.rows else {
+            return stats;
+        };
+        let mut rows = rows as f64;
+        if !self.info.predicates.is_empty() {
+            rows *= DEFAULT_FILTER_SELECTIVITY;
+        }
+        if partition.is_some() {
+            rows /= self.properties.partitioning.partition_count().max(1) as f64;
+        }
+        let width: usize = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type().primitive_width().unwrap_or(24))
+            .sum();
+        let rows = rows.ceil() as usize;
+        stats.num_rows = Precision::Inexact(rows);
+        stats.total_byte_size = Precision::Inexact(rows.saturating_mul(width.max(1)));
+        stats
     }
 }
+
+/// Share of rows a scan's pushed predicates keep, for estimates (DataFusion's
+/// default filter selectivity).
+const DEFAULT_FILTER_SELECTIVITY: f64 = 0.2;
 
 impl DisplayAs for BeFragmentExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
@@ -115,7 +197,11 @@ impl DisplayAs for BeFragmentExec {
             self.info.total_partitions,
             self.info.tablets,
             self.info.total_tablets
-        )
+        )?;
+        if !self.runtime_filters.is_empty() {
+            write!(f, ", runtime_filters={}", self.runtime_filters.len())?;
+        }
+        Ok(())
     }
 }
 
@@ -136,10 +222,17 @@ impl ExecutionPlan for BeFragmentExec {
         vec![]
     }
 
+    /// Visits the runtime filters: a join computes its dynamic filter only
+    /// when it finds a consumer of it under its probe side.
     fn apply_expressions(
         &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
     ) -> Result<TreeNodeRecursion> {
+        for e in &self.runtime_filters {
+            if f(e)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
         Ok(TreeNodeRecursion::Continue)
     }
 
@@ -148,6 +241,54 @@ impl ExecutionPlan for BeFragmentExec {
         _children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         Ok(self)
+    }
+
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        Ok(Arc::new(self.estimate(partition)))
+    }
+
+    /// Accepts the dynamic filters of joins above (after the plan is
+    /// otherwise optimized) as runtime filters. They stay unapplied on the
+    /// FE side (`No`): the join itself still decides which rows match.
+    fn handle_child_pushdown_result(
+        &self,
+        phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let filters: Vec<Arc<dyn PhysicalExpr>> = child_pushdown_result
+            .parent_filters
+            .iter()
+            .map(|f| f.filter.clone())
+            .collect();
+        let mut out = FilterPushdownPropagation::with_parent_pushdown_result(vec![
+            PushedDown::No;
+            filters.len()
+        ]);
+        let dynamic: Vec<_> = filters
+            .into_iter()
+            .filter(|f| {
+                phase == FilterPushdownPhase::Post
+                    && f.downcast_ref::<DynamicFilterPhysicalExpr>().is_some()
+            })
+            .filter(|f| {
+                !self
+                    .runtime_filters
+                    .iter()
+                    .any(|r| r.expression_id().is_some() && r.expression_id() == f.expression_id())
+            })
+            .collect();
+        if !dynamic.is_empty() {
+            let node = self.with_runtime_filters(
+                self.runtime_filters
+                    .iter()
+                    .cloned()
+                    .chain(dynamic)
+                    .collect(),
+            );
+            out = out.with_updated_node(Arc::new(node) as Arc<dyn ExecutionPlan>);
+        }
+        Ok(out)
     }
 
     fn execute(
@@ -173,17 +314,29 @@ impl ExecutionPlan for BeFragmentExec {
                 futures::stream::empty(),
             )));
         };
-        let bytes = physical_plan_to_bytes_with_extension_codec(plan, &TethysCodec)?;
-        let req = ExecFragmentRequest {
+        let mut req = ExecFragmentRequest {
             query_id: self.stmt.query_id.clone(),
-            plan: bytes.to_vec(),
+            plan: vec![],
             partition: k as u32,
             batch_size: self.stmt.batch_size as u32,
             time_zone: super::tz_offset_name(&self.stmt.time_zone),
             mem_limit: self.stmt.mem_limit as u64,
         };
         let client = self.fe.pool.get(&be)?;
+        let runtime_filters = self.runtime_filters.clone();
+        let max_in = self.stmt.runtime_filter_max_in;
         let stream = futures::stream::once(async move {
+            // Polled first when the consumer wants rows, which for a join's
+            // probe side is after its build side is complete: the runtime
+            // filters hold their final value by now.
+            let plan = match runtime_filter::current_filter(&runtime_filters, max_in)? {
+                Some(f) => {
+                    tracing::debug!(filter = %f, "runtime filter");
+                    runtime_filter::inject(plan, &f)?
+                }
+                None => plan,
+            };
+            req.plan = physical_plan_to_bytes_with_extension_codec(plan, &TethysCodec)?.to_vec();
             let s = client.execute_fragment(req).await?;
             let c2 = client.clone();
             Ok::<_, datafusion::error::DataFusionError>(s.map_err(move |e| {

@@ -46,6 +46,8 @@ pub struct OlapTable {
     table: Table,
     schema: SchemaRef,
     defaults: HashMap<String, Expr>,
+    /// Rows per partition id, where the backends told (optimizer estimates).
+    rows: HashMap<i64, u64>,
     stmt: Arc<StatementCtx>,
 }
 
@@ -54,6 +56,7 @@ impl OlapTable {
         fe: Arc<Frontend>,
         db: String,
         table: Table,
+        rows: HashMap<i64, u64>,
         stmt: Arc<StatementCtx>,
     ) -> DfResult<Self> {
         let schema = table.schema.arrow_schema();
@@ -77,6 +80,7 @@ impl OlapTable {
             table,
             schema,
             defaults,
+            rows,
             stmt,
         })
     }
@@ -324,6 +328,17 @@ impl TableProvider for OlapTable {
             }
         }
         let selected_tablets: usize = by_backend.values().map(|v| v.len()).sum();
+        // Rows the fragments read before their filters: the selected
+        // partitions' rows, a bucket's share when one bucket is selected.
+        let rows: Option<u64> = parts
+            .iter()
+            .map(|p| {
+                self.rows.get(&p.id).map(|r| match bucket {
+                    Some(_) => r / p.tablets.len().max(1) as u64,
+                    None => *r,
+                })
+            })
+            .sum();
         let read_schema = Arc::new(full.project(&read)?);
         let read_df = DFSchema::try_from(read_schema.as_ref().clone())?;
         let read_pred = match conjunction(filters.to_vec()) {
@@ -381,6 +396,7 @@ impl TableProvider for OlapTable {
             total_partitions: self.table.partitions.len(),
             tablets: selected_tablets,
             total_tablets: parts.iter().map(|p| p.tablets.len()).sum(),
+            rows: rows.map(|r| limit.map_or(r, |l| r.min(l as u64))),
             predicates: filters
                 .iter()
                 .map(|f| {

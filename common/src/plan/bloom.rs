@@ -1,0 +1,273 @@
+//! `BloomFilterExpr`: "the key is probably one of these values", a split-block
+//! bloom filter (parquet's `Sbbf`) over a join's build-side keys. It is the
+//! `bloom` half of Doris' `in_or_bloom` runtime filter: when a join's build
+//! side has too many distinct keys for an IN list, the FE ships this compact
+//! filter to the probe side's scans instead. False positives only let extra
+//! rows through to the join, which drops them; a key that is present always
+//! passes.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use arrow::buffer::BooleanBuffer;
+use arrow::datatypes::{DataType, Schema, *};
+use arrow::record_batch::RecordBatch;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::ColumnarValue;
+use datafusion::physical_expr::PhysicalExpr;
+use parquet::bloom_filter::Sbbf;
+
+/// False-positive rate the FE sizes filters for.
+pub const BLOOM_FPP: f64 = 0.02;
+
+/// A bloom filter membership test of one key expression.
+#[derive(Debug)]
+pub struct BloomFilterExpr {
+    expr: Arc<dyn PhysicalExpr>,
+    filter: Arc<Sbbf>,
+    /// Distinct keys inserted (for display and sizing).
+    keys: u64,
+}
+
+impl BloomFilterExpr {
+    /// A filter holding every non-null value of `values`; `None` when the
+    /// type has no stable byte form here (floats, nested types).
+    pub fn build(expr: Arc<dyn PhysicalExpr>, values: &ArrayRef) -> Option<Self> {
+        if !supported(values.data_type()) {
+            return None;
+        }
+        let mut filter = Sbbf::new_with_ndv_fpp(values.len().max(1) as u64, BLOOM_FPP).ok()?;
+        map_keys(values, |i, k| {
+            if values.is_valid(i) {
+                filter.insert(k);
+            }
+            true
+        })?;
+        Some(BloomFilterExpr {
+            expr,
+            filter: Arc::new(filter),
+            keys: values.len() as u64,
+        })
+    }
+
+    /// Rebuilds a filter from its wire form ([`Self::to_bytes`]).
+    pub fn from_bytes(expr: Arc<dyn PhysicalExpr>, bytes: &[u8]) -> Result<Self> {
+        let (keys, bitset) = bytes
+            .split_first_chunk::<8>()
+            .ok_or_else(|| DataFusionError::Internal("truncated bloom filter".into()))?;
+        if bitset.is_empty() || bitset.len() % 32 != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "bloom filter bitset of {} bytes is not a whole number of blocks",
+                bitset.len()
+            )));
+        }
+        Ok(BloomFilterExpr {
+            expr,
+            filter: Arc::new(Sbbf::new(bitset)),
+            keys: u64::from_le_bytes(*keys),
+        })
+    }
+
+    /// Wire form: key count, then the bitset.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut out = self.keys.to_le_bytes().to_vec();
+        self.filter
+            .write_bitset(&mut out)
+            .map_err(|e| DataFusionError::Internal(format!("bloom filter: {e}")))?;
+        Ok(out)
+    }
+
+    /// The key expression.
+    pub fn expr(&self) -> &Arc<dyn PhysicalExpr> {
+        &self.expr
+    }
+}
+
+/// Whether values of `t` can go into a filter.
+pub fn supported(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Date32
+            | DataType::Date64
+            | DataType::Timestamp(_, _)
+            | DataType::Decimal128(_, _)
+            | DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+    )
+}
+
+/// Calls `f(row, key bytes)` for every row of `a` and collects its answers;
+/// `None` for a type without a byte form here. Integers are widened to 8
+/// little-endian bytes so that the same number hashes the same whichever
+/// integer width carries it. Null rows are visited too (with whatever their
+/// slot holds): callers look at validity themselves.
+fn map_keys(a: &ArrayRef, mut f: impl FnMut(usize, &[u8]) -> bool) -> Option<BooleanBuffer> {
+    let n = a.len();
+    macro_rules! ints {
+        ($t:ty, $w:ty) => {{
+            let v = a.as_primitive::<$t>().values();
+            BooleanBuffer::collect_bool(n, |i| f(i, &(v[i] as $w).to_le_bytes()[..]))
+        }};
+    }
+    Some(match a.data_type() {
+        DataType::Int8 => ints!(Int8Type, i64),
+        DataType::Int16 => ints!(Int16Type, i64),
+        DataType::Int32 => ints!(Int32Type, i64),
+        DataType::Int64 => ints!(Int64Type, i64),
+        DataType::UInt8 => ints!(UInt8Type, i64),
+        DataType::UInt16 => ints!(UInt16Type, i64),
+        DataType::UInt32 => ints!(UInt32Type, i64),
+        DataType::UInt64 => ints!(UInt64Type, u64),
+        DataType::Date32 => ints!(Date32Type, i64),
+        DataType::Date64 => ints!(Date64Type, i64),
+        DataType::Timestamp(TimeUnit::Second, _) => ints!(TimestampSecondType, i64),
+        DataType::Timestamp(TimeUnit::Millisecond, _) => ints!(TimestampMillisecondType, i64),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => ints!(TimestampMicrosecondType, i64),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => ints!(TimestampNanosecondType, i64),
+        DataType::Decimal128(_, _) => ints!(Decimal128Type, i128),
+        DataType::Utf8 => {
+            let s = a.as_string::<i32>();
+            BooleanBuffer::collect_bool(n, |i| f(i, s.value(i).as_bytes()))
+        }
+        DataType::LargeUtf8 => {
+            let s = a.as_string::<i64>();
+            BooleanBuffer::collect_bool(n, |i| f(i, s.value(i).as_bytes()))
+        }
+        DataType::Utf8View => {
+            let s = a.as_string_view();
+            BooleanBuffer::collect_bool(n, |i| f(i, s.value(i).as_bytes()))
+        }
+        _ => return None,
+    })
+}
+
+impl fmt::Display for BloomFilterExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bloom_filter({}, {} keys)", self.expr, self.keys)
+    }
+}
+
+impl PartialEq for BloomFilterExpr {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.filter, &other.filter) && self.expr.eq(&other.expr)
+    }
+}
+
+impl Eq for BloomFilterExpr {}
+
+impl Hash for BloomFilterExpr {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        Arc::as_ptr(&self.filter).hash(state);
+        self.expr.hash(state);
+    }
+}
+
+impl PhysicalExpr for BloomFilterExpr {
+    fn data_type(&self, _input_schema: &Schema) -> Result<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn nullable(&self, input_schema: &Schema) -> Result<bool> {
+        self.expr.nullable(input_schema)
+    }
+
+    fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
+        let keys = self.expr.evaluate(batch)?.into_array(batch.num_rows())?;
+        let values = map_keys(&keys, |_, k| self.filter.check(k))
+            // A type the filter cannot hash: every row passes.
+            .unwrap_or_else(|| BooleanBuffer::new_set(keys.len()));
+        // A null key matches nothing.
+        let out = BooleanArray::new(values, keys.logical_nulls());
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
+        vec![&self.expr]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn PhysicalExpr>>,
+    ) -> Result<Arc<dyn PhysicalExpr>> {
+        let expr = children
+            .into_iter()
+            .next()
+            .ok_or_else(|| DataFusionError::Internal("bloom filter without its key".into()))?;
+        Ok(Arc::new(BloomFilterExpr {
+            expr,
+            filter: self.filter.clone(),
+            keys: self.keys,
+        }))
+    }
+
+    fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use datafusion::physical_expr::expressions::col;
+
+    #[test]
+    fn keys_pass_and_most_others_do_not_across_the_wire() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+        let key = col("k", &schema).unwrap();
+        // Built from Int32 values, probed with Int64: the widened byte form matches.
+        let build: ArrayRef = Arc::new(Int32Array::from_iter_values((0..5000).map(|i| i * 7)));
+        let bf = BloomFilterExpr::build(key.clone(), &build).unwrap();
+        let bf = BloomFilterExpr::from_bytes(key, &bf.to_bytes().unwrap()).unwrap();
+        let probe = Int64Array::from_iter((0..35_000i64).map(Some).chain([None]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(probe)]).unwrap();
+        let out = bf
+            .evaluate(&batch)
+            .unwrap()
+            .into_array(batch.num_rows())
+            .unwrap();
+        let out = out.as_boolean();
+        let mut false_pos = 0;
+        for i in 0..35_000 {
+            if i % 7 == 0 {
+                assert!(out.value(i), "key {i} must pass");
+            } else if out.value(i) {
+                false_pos += 1;
+            }
+        }
+        assert!(out.is_null(35_000), "a null key matches nothing");
+        assert!(false_pos < 30_000 / 20, "{false_pos} false positives");
+    }
+
+    #[test]
+    fn strings_and_bad_bytes() {
+        let schema = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, false)]));
+        let key = col("s", &schema).unwrap();
+        let build: ArrayRef = Arc::new(StringArray::from(vec!["a", "bb"]));
+        let bf = BloomFilterExpr::build(key.clone(), &build).unwrap();
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![Arc::new(StringArray::from(vec![
+                "bb",
+                "a",
+                "zzz-not-there",
+            ]))],
+        )
+        .unwrap();
+        let out = bf.evaluate(&batch).unwrap().into_array(3).unwrap();
+        assert!(out.as_boolean().value(0) && out.as_boolean().value(1));
+        assert!(BloomFilterExpr::from_bytes(key.clone(), &[1, 2, 3]).is_err());
+        assert!(BloomFilterExpr::from_bytes(key, &[0u8; 8 + 33]).is_err());
+    }
+}
