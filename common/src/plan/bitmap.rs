@@ -32,15 +32,16 @@ pub struct BitmapFilterExpr {
     keys: u64,
 }
 
-/// The values of an integer array as i64, `None` for other types.
-fn as_i64(a: &ArrayRef) -> Option<Vec<Option<i64>>> {
+/// Calls `f(row, value)` for every row of an integer array (null rows too,
+/// with whatever their slot holds) and collects its answers; `None` for a
+/// type that is not an integer of at most 32 bits or a 64-bit signed one.
+fn map_ints(a: &ArrayRef, mut f: impl FnMut(usize, i64) -> bool) -> Option<BooleanBuffer> {
+    let n = a.len();
     macro_rules! ints {
-        ($t:ty) => {
-            a.as_primitive::<$t>()
-                .iter()
-                .map(|v| v.map(|v| v as i64))
-                .collect()
-        };
+        ($t:ty) => {{
+            let v = a.as_primitive::<$t>().values();
+            BooleanBuffer::collect_bool(n, |i| f(i, v[i] as i64))
+        }};
     }
     Some(match a.data_type() {
         DataType::Int8 => ints!(Int8Type),
@@ -59,29 +60,40 @@ impl BitmapFilterExpr {
     /// A bitmap of the non-null `values`; `None` when they are not integers
     /// or span more than [`MAX_BITMAP_RANGE`] values.
     pub fn build(expr: Arc<dyn PhysicalExpr>, values: &ArrayRef) -> Option<Self> {
-        let vals: Vec<i64> = as_i64(values)?.into_iter().flatten().collect();
-        let min = *vals.iter().min()?;
-        let max = *vals.iter().max()?;
-        let range = (max as i128 - min as i128 + 1) as u128;
-        if range > MAX_BITMAP_RANGE as u128 {
+        let (mut min, mut max, mut keys) = (i64::MAX, i64::MIN, 0u64);
+        map_ints(values, |i, v| {
+            if values.is_valid(i) {
+                (min, max, keys) = (min.min(v), max.max(v), keys + 1);
+            }
+            true
+        })?;
+        if keys == 0 || (max as i128 - min as i128 + 1) as u128 > MAX_BITMAP_RANGE as u128 {
             return None;
         }
-        let mut bits = vec![0u64; (range as usize).div_ceil(64)];
-        for v in &vals {
-            let o = (v - min) as usize;
-            bits[o / 64] |= 1 << (o % 64);
-        }
+        let mut bits = vec![0u64; ((max as i128 - min as i128 + 1) as usize).div_ceil(64)];
+        map_ints(values, |i, v| {
+            if values.is_valid(i) {
+                let o = (v - min) as usize;
+                bits[o / 64] |= 1 << (o % 64);
+            }
+            true
+        })?;
         Some(BitmapFilterExpr {
             expr,
             min,
             bits: Arc::new(bits),
-            keys: vals.len() as u64,
+            keys,
         })
+    }
+
+    /// Bytes of the wire form ([`Self::to_bytes`]), without building it.
+    pub fn wire_len(&self) -> usize {
+        16 + self.bits.len() * 8
     }
 
     /// Wire form: min, key count, then the bitmap words (little endian).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(16 + self.bits.len() * 8);
+        let mut out = Vec::with_capacity(self.wire_len());
         out.extend(self.min.to_le_bytes());
         out.extend(self.keys.to_le_bytes());
         for w in self.bits.iter() {
@@ -151,29 +163,9 @@ impl PhysicalExpr for BitmapFilterExpr {
 
     fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
         let keys = self.expr.evaluate(batch)?.into_array(batch.num_rows())?;
-        let n = keys.len();
-        macro_rules! test {
-            ($t:ty) => {{
-                let a = keys.as_primitive::<$t>();
-                let v = a.values();
-                BooleanBuffer::collect_bool(n, |i| self.contains(v[i] as i64))
-            }};
-        }
-        let values = match keys.data_type() {
-            DataType::Int8 => test!(Int8Type),
-            DataType::Int16 => test!(Int16Type),
-            DataType::Int32 => test!(Int32Type),
-            DataType::Int64 => test!(Int64Type),
-            DataType::UInt8 => test!(UInt8Type),
-            DataType::UInt16 => test!(UInt16Type),
-            DataType::UInt32 => test!(UInt32Type),
-            DataType::Date32 => test!(Date32Type),
-            other => {
-                return Err(DataFusionError::Internal(format!(
-                    "bitmap filter over a {other} key"
-                )));
-            }
-        };
+        let values = map_ints(&keys, |_, v| self.contains(v)).ok_or_else(|| {
+            DataFusionError::Internal(format!("bitmap filter over a {} key", keys.data_type()))
+        })?;
         // A null key matches nothing.
         let out = BooleanArray::new(values, keys.logical_nulls());
         Ok(ColumnarValue::Array(Arc::new(out)))

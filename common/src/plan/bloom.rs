@@ -35,9 +35,6 @@ impl BloomFilterExpr {
     /// A filter holding every non-null value of `values`; `None` when the
     /// type has no stable byte form here (floats, nested types).
     pub fn build(expr: Arc<dyn PhysicalExpr>, values: &ArrayRef) -> Option<Self> {
-        if !supported(values.data_type()) {
-            return None;
-        }
         let mut filter = Sbbf::new_with_ndv_fpp(values.len().max(1) as u64, BLOOM_FPP).ok()?;
         map_keys(values, |i, k| {
             if values.is_valid(i) {
@@ -83,28 +80,6 @@ impl BloomFilterExpr {
     pub fn expr(&self) -> &Arc<dyn PhysicalExpr> {
         &self.expr
     }
-}
-
-/// Whether values of `t` can go into a filter.
-pub fn supported(t: &DataType) -> bool {
-    matches!(
-        t,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Date32
-            | DataType::Date64
-            | DataType::Timestamp(_, _)
-            | DataType::Decimal128(_, _)
-            | DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Utf8View
-    )
 }
 
 /// Calls `f(row, key bytes)` for every row of `a` and collects its answers;

@@ -59,7 +59,9 @@ fn keys<'a>(exprs: impl Iterator<Item = &'a Arc<dyn PhysicalExpr>>) -> String {
     }
 }
 
-fn transparent(plan: &Arc<dyn ExecutionPlan>) -> bool {
+/// Operators that pass rows through unchanged (a plan shape detail, not a
+/// node of their own in Doris' EXPLAIN).
+pub(crate) fn transparent(plan: &Arc<dyn ExecutionPlan>) -> bool {
     matches!(
         plan.name(),
         "ProjectionExec"

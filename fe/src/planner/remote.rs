@@ -60,6 +60,9 @@ pub struct BeFragmentExec {
     /// Joins' dynamic filters on this scan's columns (runtime filters),
     /// applied on the backends once the joins' build sides are complete.
     runtime_filters: Vec<Arc<dyn PhysicalExpr>>,
+    /// The runtime filters' value as first taken, shared by all partitions:
+    /// bitmaps and bloom filters are built once per scan, not per partition.
+    applied: Arc<tokio::sync::OnceCell<Option<Arc<dyn PhysicalExpr>>>>,
 }
 
 impl BeFragmentExec {
@@ -89,6 +92,7 @@ impl BeFragmentExec {
             stmt,
             properties,
             runtime_filters: vec![],
+            applied: Default::default(),
         }
     }
 
@@ -265,12 +269,12 @@ impl ExecutionPlan for BeFragmentExec {
             PushedDown::No;
             filters.len()
         ]);
+        if phase != FilterPushdownPhase::Post {
+            return Ok(out);
+        }
         let dynamic: Vec<_> = filters
             .into_iter()
-            .filter(|f| {
-                phase == FilterPushdownPhase::Post
-                    && f.downcast_ref::<DynamicFilterPhysicalExpr>().is_some()
-            })
+            .filter(|f| f.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
             .filter(|f| {
                 !self
                     .runtime_filters
@@ -324,15 +328,21 @@ impl ExecutionPlan for BeFragmentExec {
         };
         let client = self.fe.pool.get(&be)?;
         let runtime_filters = self.runtime_filters.clone();
+        let applied = self.applied.clone();
         let max_in = self.stmt.runtime_filter_max_in;
         let stream = futures::stream::once(async move {
             // Polled first when the consumer wants rows, which for a join's
             // probe side is after its build side is complete: the runtime
             // filters hold their final value by now.
-            let plan = match runtime_filter::current_filter(&runtime_filters, max_in)? {
+            let filter = applied
+                .get_or_try_init(|| async {
+                    runtime_filter::current_filter(&runtime_filters, max_in)
+                })
+                .await?;
+            let plan = match filter {
                 Some(f) => {
                     tracing::debug!(filter = %f, "runtime filter");
-                    runtime_filter::inject(plan, &f)?
+                    runtime_filter::inject(plan, f)?
                 }
                 None => plan,
             };

@@ -81,7 +81,7 @@ fn compact_in_lists(e: Arc<dyn PhysicalExpr>, max_in: usize) -> Result<Arc<dyn P
             return Ok(Transformed::no(e));
         };
         if let Some(b) = BitmapFilterExpr::build(list.expr().clone(), &values)
-            && b.to_bytes().len() <= (64 << 10).max(16 * list.len())
+            && b.wire_len() <= (64 << 10).max(16 * list.len())
         {
             return Ok(Transformed::yes(Arc::new(b) as Arc<dyn PhysicalExpr>));
         }
@@ -205,14 +205,7 @@ fn reads_whole_tables(plan: &Arc<dyn ExecutionPlan>) -> bool {
     if let Some(be) = plan.downcast_ref::<BeFragmentExec>() {
         return be.info.predicates.is_empty() && be.runtime_filters().is_empty();
     }
-    matches!(
-        plan.name(),
-        "ProjectionExec"
-            | "RepartitionExec"
-            | "CoalescePartitionsExec"
-            | "CoalesceBatchesExec"
-            | "CooperativeExec"
-    ) && plan.children().iter().all(|c| reads_whole_tables(c))
+    super::explain::transparent(plan) && plan.children().iter().all(|c| reads_whole_tables(c))
 }
 
 #[cfg(test)]
