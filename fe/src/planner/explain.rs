@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Literal;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::filter::FilterExec;
@@ -135,7 +136,7 @@ impl Builder {
             let out: Vec<String> = a
                 .aggr_expr()
                 .iter()
-                .map(|e| e.name().replace("count(Int64(1))", "count(*)"))
+                .map(|e| aggregate_sql(e, &aggregate_source(plan)))
                 .collect();
             attrs.push(format!("output: {}", out.join(", ")));
             let g: Vec<String> = a
@@ -391,4 +392,82 @@ fn clone_shallow(n: &RNode) -> RNode {
             })
             .collect(),
     }
+}
+
+/// The plan an aggregate's arguments are evaluated over: the input of its
+/// partial phase (for a final phase, found below the exchange).
+fn aggregate_source(plan: &Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+    fn partial_below(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+        if let Some(a) = plan.downcast_ref::<AggregateExec>()
+            && *a.mode() == AggregateMode::Partial
+        {
+            return Some(a.input().clone());
+        }
+        if let Some(be) = plan.downcast_ref::<BeFragmentExec>() {
+            return be.fragments().first().and_then(|(_, f)| partial_below(f));
+        }
+        if transparent(plan) && plan.children().len() == 1 {
+            return partial_below(plan.children()[0]);
+        }
+        None
+    }
+    match plan.downcast_ref::<AggregateExec>() {
+        Some(a) if *a.mode() == AggregateMode::Partial => a.input().clone(),
+        Some(a) => partial_below(a.input()).unwrap_or_else(|| a.input().clone()),
+        None => plan.clone(),
+    }
+}
+
+/// `expr` (over `plan`'s output) with the columns that projections below
+/// computed replaced by their expressions, so EXPLAIN shows
+/// `sum(l_extendedprice * (1 - l_discount))`, not `sum(__common_expr_1)`.
+fn inline_projections(
+    expr: &Arc<dyn PhysicalExpr>,
+    plan: &Arc<dyn ExecutionPlan>,
+) -> Arc<dyn PhysicalExpr> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::physical_expr::expressions::Column;
+    use datafusion::physical_plan::projection::ProjectionExec;
+    if let Some(p) = plan.downcast_ref::<ProjectionExec>() {
+        let exprs = p.expr();
+        let input = p.input();
+        return expr
+            .clone()
+            .transform_up(|e| match e.downcast_ref::<Column>() {
+                Some(c) => match exprs.get(c.index()) {
+                    Some(pe) => Ok(Transformed::yes(inline_projections(&pe.expr, input))),
+                    None => Ok(Transformed::no(e)),
+                },
+                None => Ok(Transformed::no(e)),
+            })
+            .map(|t| t.data)
+            .unwrap_or_else(|_| expr.clone());
+    }
+    if transparent(plan) && plan.children().len() == 1 {
+        return inline_projections(expr, plan.children()[0]);
+    }
+    expr.clone()
+}
+
+/// An aggregate call as SQL (`sum(amount * (1 - 0.1))`, `count(*)`), from
+/// its physical arguments over `source`: DataFusion's own name drops the
+/// parentheses of nested arithmetic.
+fn aggregate_sql(
+    e: &datafusion::physical_expr::aggregate::AggregateFunctionExpr,
+    source: &Arc<dyn ExecutionPlan>,
+) -> String {
+    let name = e.fun().name();
+    let args = e.expressions();
+    if name == "count" && args.len() == 1 && args[0].downcast_ref::<Literal>().is_some() {
+        return "count(*)".into();
+    }
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            let a = inline_projections(a, source);
+            datafusion::physical_expr_common::physical_expr::fmt_sql(a.as_ref()).to_string()
+        })
+        .collect();
+    let distinct = if e.is_distinct() { "DISTINCT " } else { "" };
+    format!("{name}({distinct}{})", args.join(", "))
 }

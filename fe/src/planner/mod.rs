@@ -315,6 +315,7 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToB
     ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
         use datafusion::common::tree_node::{Transformed, TreeNode};
         use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+        use datafusion::physical_plan::projection::ProjectionExec;
         use datafusion::physical_plan::repartition::RepartitionExec;
         plan.transform_up(|node| {
             let Some(agg) = node.downcast_ref::<AggregateExec>() else {
@@ -323,13 +324,22 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToB
             if *agg.mode() != AggregateMode::Partial {
                 return Ok(Transformed::no(node));
             }
+            // Projections between the aggregate and the fragment (the
+            // arithmetic the aggregate reads, e.g. TPC-H q1's
+            // `l_extendedprice * (1 - l_discount)`) go to the backend too.
             let mut input = agg.input().clone();
-            while let Some(r) = input.downcast_ref::<RepartitionExec>() {
-                if matches!(
-                    r.partitioning(),
-                    datafusion::physical_plan::Partitioning::RoundRobinBatch(_)
-                ) {
+            let mut projections = Vec::new();
+            loop {
+                if let Some(r) = input.downcast_ref::<RepartitionExec>()
+                    && matches!(
+                        r.partitioning(),
+                        datafusion::physical_plan::Partitioning::RoundRobinBatch(_)
+                    )
+                {
                     input = r.input().clone();
+                } else if input.downcast_ref::<ProjectionExec>().is_some() {
+                    projections.push(input.clone());
+                    input = input.children()[0].clone();
                 } else {
                     break;
                 }
@@ -339,12 +349,27 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToB
             };
             let agg_node = node.clone();
             let pushed = be.map_fragments(node.schema(), |frag| {
+                let mut plan = frag;
+                for p in projections.iter().rev() {
+                    #[allow(deprecated)]
+                    let moved = p.clone().with_new_children(vec![plan])?;
+                    plan = moved;
+                }
                 #[allow(deprecated)]
-                agg_node.clone().with_new_children(vec![frag])
-            })?;
-            Ok(Transformed::yes(
-                Arc::new(pushed) as Arc<dyn datafusion::physical_plan::ExecutionPlan>
-            ))
+                let moved = agg_node.clone().with_new_children(vec![plan])?;
+                // Anything the backend cannot decode stays on the FE.
+                datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(
+                    moved.clone(),
+                    &tethys_common::plan::TethysCodec,
+                )?;
+                Ok(moved)
+            });
+            match pushed {
+                Ok(pushed) => Ok(Transformed::yes(
+                    Arc::new(pushed) as Arc<dyn datafusion::physical_plan::ExecutionPlan>
+                )),
+                Err(_) => Ok(Transformed::no(node)),
+            }
         })
         .map(|t| t.data)
     }
