@@ -1,6 +1,7 @@
 //! Binding a decoded fragment to this backend: every `OlapScanExec` leaf is
-//! replaced by a `TabletScanExec` over local tablets, taking along the
-//! predicate of a `FilterExec` directly above it for zone-map pruning.
+//! replaced by a `TabletScanExec` over local tablets. A `FilterExec` directly
+//! above it is folded into the scan, which prunes with its predicate and
+//! evaluates it page by page.
 
 use std::sync::Arc;
 
@@ -21,17 +22,24 @@ pub fn bind_scans(
         return Ok(Arc::new(TabletScanExec::new(
             scan.clone(),
             None,
+            false,
             engine.clone(),
         )));
     }
     if let Some(filter) = plan.downcast_ref::<FilterExec>()
         && let Some(scan) = filter.input().downcast_ref::<OlapScanExec>()
     {
+        // A filter that also projects stays, above a scan that only prunes.
+        let evaluates = filter.projection().is_none();
         let bound: Arc<dyn ExecutionPlan> = Arc::new(TabletScanExec::new(
             scan.clone(),
             Some(filter.predicate().clone()),
+            evaluates,
             engine.clone(),
         ));
+        if evaluates {
+            return Ok(bound);
+        }
         #[allow(deprecated)]
         return Ok(plan.clone().with_new_children(vec![bound])?);
     }

@@ -3,6 +3,7 @@
 //! fixed-size worker pool.
 
 mod bind;
+mod predicate;
 mod scan;
 
 use std::sync::Arc;

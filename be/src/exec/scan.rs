@@ -1,48 +1,61 @@
 //! `TabletScanExec`: reads the visible segments of tablets, pruning segments
-//! and pages with their zone maps, and yields Arrow batches of at most one
-//! page (4064 rows) each.
+//! and pages with their zone maps, evaluates the fragment's filter page by
+//! page with late materialization (`predicate.rs`), and yields Arrow batches
+//! of at most 4064 rows.
 
+use std::collections::VecDeque;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::{BatchCoalescer, take};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_optimizer::pruning::PruningPredicate;
 use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
 };
-use datafusion::physical_plan::stream::RecordBatchReceiverStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use tethys_common::TethysError;
 use tethys_common::plan::OlapScanExec;
+use tethys_common::schema::TableSchema;
 
+use super::predicate::{PageRows, ScanPredicate};
 use crate::storage::StorageEngine;
 use crate::storage::page_cache::PageKey;
 use crate::storage::segment::Segment;
-use crate::storage::zone_map::{ZoneMap, ZoneStats};
+use crate::storage::zone_map::ZoneStats;
 
 /// Scan of local tablets at a snapshot version.
 #[derive(Debug)]
 pub struct TabletScanExec {
     scan: OlapScanExec,
     predicate: Option<Arc<dyn PhysicalExpr>>,
+    /// Whether the scan filters rows by `predicate` itself (else it only
+    /// prunes with it, and a `FilterExec` above filters).
+    evaluates: bool,
     engine: Arc<StorageEngine>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
 
 impl TabletScanExec {
-    /// Binds a scan description to `engine`.
+    /// Binds a scan description to `engine`; the scan prunes segments and
+    /// pages with `predicate` and, if `evaluates`, returns only the rows it
+    /// holds for.
     pub fn new(
         scan: OlapScanExec,
         predicate: Option<Arc<dyn PhysicalExpr>>,
+        evaluates: bool,
         engine: Arc<StorageEngine>,
     ) -> Self {
         let schema = scan.schema();
@@ -55,6 +68,7 @@ impl TabletScanExec {
         TabletScanExec {
             scan,
             predicate,
+            evaluates,
             engine,
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
@@ -73,7 +87,9 @@ struct Counters {
     pages_read: Count,
     pages_skipped: Count,
     rows_stats_filtered: Count,
+    rows_pred_filtered: Count,
     bytes_read: Count,
+    raw_bytes_read: Count,
     cached_pages: Count,
 }
 
@@ -114,18 +130,18 @@ impl ExecutionPlan for TabletScanExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let schema: SchemaRef = self.scan.schema();
-        let tablets = self.scan.tablets_of_partition(partition);
-        let table_schema = self.scan.table_schema().clone();
-        let projection = self.scan.projection();
-        let engine = self.engine.clone();
         let pruning = match &self.predicate {
             Some(p) => PruningPredicateBuilder::new()
                 .with_file_schema(schema.clone())
                 .build(p.clone()),
             None => None,
+        };
+        let predicate = match &self.predicate {
+            Some(p) if self.evaluates => Some(ScanPredicate::new(p, &schema)?),
+            _ => None,
         };
         let m = |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
         let counters = Counters {
@@ -133,104 +149,278 @@ impl ExecutionPlan for TabletScanExec {
             pages_read: m("PagesRead"),
             pages_skipped: m("PagesSkipped"),
             rows_stats_filtered: m("RowsStatsFiltered"),
+            rows_pred_filtered: m("RowsVectorPredFiltered"),
             bytes_read: m("CompressedBytesRead"),
+            raw_bytes_read: m("UncompressedBytesRead"),
             cached_pages: m("CachedPagesNum"),
         };
-        let mut builder = RecordBatchReceiverStream::builder(schema.clone(), 2);
-        let tx = builder.tx();
-        builder.spawn_blocking(move || {
-            for (tablet_id, version) in tablets {
-                let tablet = engine.tablet(tablet_id)?;
-                for path in tablet.segments_at(version)? {
-                    let seg = Segment::open_cached(&path, &table_schema, &engine.footers)?;
-                    let pages = seg.num_pages();
-                    let cols = &seg.footer().columns;
-                    let keep: Vec<bool> = match &pruning {
-                        Some(p) => {
-                            // Whole segment first, then its pages.
-                            let seg_zone: Vec<&ZoneMap> =
-                                projection.iter().map(|&c| &cols[c].zone).collect();
-                            let seg_stats = ZoneStats {
-                                schema: &schema,
-                                zones: vec![seg_zone],
-                                rows: vec![seg.footer().num_rows],
-                            };
-                            if !p.prune(&seg_stats)?.first().copied().unwrap_or(true) {
-                                vec![false; pages]
-                            } else {
-                                let stats = ZoneStats {
-                                    schema: &schema,
-                                    zones: (0..pages)
-                                        .map(|pi| {
-                                            projection
-                                                .iter()
-                                                .map(|&c| &cols[c].pages[pi].zone)
-                                                .collect()
-                                        })
-                                        .collect(),
-                                    rows: (0..pages)
-                                        .map(|pi| cols[0].pages[pi].num_rows as u64)
-                                        .collect(),
-                                };
-                                p.prune(&stats)?
-                            }
-                        }
-                        None => vec![true; pages],
-                    };
-                    for (pi, keep) in keep.iter().enumerate() {
-                        let page_rows =
-                            cols.first().map(|c| c.pages[pi].num_rows).unwrap_or(0) as usize;
-                        if !keep {
-                            counters.pages_skipped.add(1);
-                            counters.rows_stats_filtered.add(page_rows);
-                            continue;
-                        }
-                        counters.pages_read.add(1);
-                        let mut arrays = Vec::with_capacity(projection.len());
-                        for (out_i, &c) in projection.iter().enumerate() {
-                            let key = PageKey {
-                                segment: seg.cache_id(),
-                                column: c as u32,
-                                page: pi as u32,
-                            };
-                            if key.segment != 0
-                                && let Some(a) = engine.pages.get(&key)
-                            {
-                                counters.cached_pages.add(1);
-                                arrays.push(a);
-                                continue;
-                            }
-                            let (a, bytes) = seg
-                                .read_page(c, pi, schema.field(out_i).data_type())
-                                .map_err(|e| corrupt_in(tablet_id, e))?;
-                            counters.bytes_read.add(bytes as usize);
-                            if key.segment != 0 {
-                                engine.pages.insert(key, a.clone());
-                            }
-                            arrays.push(a);
-                        }
-                        let batch = if arrays.is_empty() {
-                            RecordBatch::try_new_with_options(
-                                schema.clone(),
-                                arrays,
-                                &arrow::array::RecordBatchOptions::new()
-                                    .with_row_count(Some(page_rows)),
-                            )?
-                        } else {
-                            RecordBatch::try_new(schema.clone(), arrays)?
-                        };
-                        counters.rows_read.add(batch.num_rows());
-                        if tx.blocking_send(Ok(batch)).is_err() {
-                            // The consumer went away (query finished or cancelled).
-                            return Ok(());
-                        }
+        let batch_size = context.session_config().batch_size().max(1);
+        let mut state = ScanState {
+            schema: schema.clone(),
+            table_schema: self.scan.table_schema().clone(),
+            projection: self.scan.projection(),
+            engine: self.engine.clone(),
+            pruning,
+            predicate,
+            counters,
+            tablets: self.scan.tablets_of_partition(partition).into(),
+            segments: VecDeque::new(),
+            tablet_id: 0,
+            segment: None,
+            coalescer: BatchCoalescer::new(schema.clone(), batch_size),
+            ready: VecDeque::new(),
+            batch_size,
+            done: false,
+        };
+        // The scan runs inline on the backend's execution pool, one page per
+        // step: a page comes from the page cache or one positioned read, and
+        // handing batches over from a separate reader thread cost more than
+        // reading them (a thread wake-up per page).
+        let batches = std::iter::from_fn(move || state.next_batch().transpose());
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::iter(batches),
+        )))
+    }
+}
+
+/// One segment being scanned: which pages survive zone-map pruning and,
+/// per conjunct, on which pages zone maps prove it.
+struct SegmentScan {
+    seg: Segment,
+    keep: Vec<bool>,
+    proven: Vec<Vec<bool>>,
+    next_page: usize,
+}
+
+/// The scan's progress through its tablets, segments and pages.
+struct ScanState {
+    schema: SchemaRef,
+    table_schema: TableSchema,
+    projection: Vec<usize>,
+    engine: Arc<StorageEngine>,
+    pruning: Option<Arc<PruningPredicate>>,
+    predicate: Option<ScanPredicate>,
+    counters: Counters,
+    tablets: VecDeque<(i64, i64)>,
+    segments: VecDeque<PathBuf>,
+    tablet_id: i64,
+    segment: Option<SegmentScan>,
+    /// Gathers the few rows left of selective pages into full batches.
+    coalescer: BatchCoalescer,
+    /// Batches to hand out, in order.
+    ready: VecDeque<RecordBatch>,
+    batch_size: usize,
+    done: bool,
+}
+
+impl ScanState {
+    /// The next output batch; `None` at the end.
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            if let Some(b) = self.ready.pop_front() {
+                return Ok(Some(b));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            match self.next_page()? {
+                Some(batch) => self.output(batch)?,
+                None => {
+                    self.done = true;
+                    self.coalescer.finish_buffered_batch()?;
+                    while let Some(b) = self.coalescer.next_completed_batch() {
+                        self.ready.push_back(b);
                     }
                 }
             }
-            Ok(())
-        });
-        Ok(builder.build())
+        }
     }
+
+    /// Pages that kept most of their rows go out as they are; smaller ones
+    /// are gathered, keeping the order of rows.
+    fn output(&mut self, batch: RecordBatch) -> Result<()> {
+        // Batches without columns (`count(*)`) carry only a row count, which
+        // the coalescer does not keep.
+        if batch.num_rows() * 2 >= self.batch_size || batch.num_columns() == 0 {
+            self.coalescer.finish_buffered_batch()?;
+            while let Some(b) = self.coalescer.next_completed_batch() {
+                self.ready.push_back(b);
+            }
+            self.ready.push_back(batch);
+            return Ok(());
+        }
+        self.coalescer.push_batch(batch)?;
+        while let Some(b) = self.coalescer.next_completed_batch() {
+            self.ready.push_back(b);
+        }
+        Ok(())
+    }
+
+    /// Opens the next segment to scan; false when there is none.
+    fn open_next_segment(&mut self) -> Result<bool> {
+        while self.segments.is_empty() {
+            let Some((tablet_id, version)) = self.tablets.pop_front() else {
+                return Ok(false);
+            };
+            let tablet = self.engine.tablet(tablet_id)?;
+            self.segments = tablet.segments_at(version)?.into();
+            self.tablet_id = tablet_id;
+        }
+        let Some(path) = self.segments.pop_front() else {
+            return Ok(false);
+        };
+        let seg = Segment::open_cached(&path, &self.table_schema, &self.engine.footers)?;
+        let pages = seg.num_pages();
+        let cols = &seg.footer().columns;
+        let schema = &self.schema;
+        let projection = &self.projection;
+        let page_stats = || ZoneStats {
+            schema,
+            zones: (0..pages)
+                .map(|pi| {
+                    projection
+                        .iter()
+                        .map(|&c| &cols[c].pages[pi].zone)
+                        .collect()
+                })
+                .collect(),
+            rows: (0..pages).map(|pi| page_rows(&seg, pi) as u64).collect(),
+        };
+        let mut stats = None;
+        let keep: Vec<bool> = match &self.pruning {
+            Some(p) => {
+                // Whole segment first, then its pages.
+                let seg_stats = ZoneStats {
+                    schema,
+                    zones: vec![projection.iter().map(|&c| &cols[c].zone).collect()],
+                    rows: vec![seg.footer().num_rows],
+                };
+                if !p.prune(&seg_stats)?.first().copied().unwrap_or(true) {
+                    vec![false; pages]
+                } else {
+                    p.prune(stats.get_or_insert_with(page_stats))?
+                }
+            }
+            None => vec![true; pages],
+        };
+        let proven = match &self.predicate {
+            Some(p) if keep.iter().any(|k| *k) => {
+                p.proven_true(stats.get_or_insert_with(page_stats))?
+            }
+            _ => Vec::new(),
+        };
+        drop(stats);
+        self.segment = Some(SegmentScan {
+            seg,
+            keep,
+            proven,
+            next_page: 0,
+        });
+        Ok(true)
+    }
+
+    /// The surviving rows of the next page with any; `None` at the end.
+    fn next_page(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            let at_end = self
+                .segment
+                .as_ref()
+                .is_none_or(|s| s.next_page >= s.keep.len());
+            if at_end {
+                self.segment = None;
+                if !self.open_next_segment()? {
+                    return Ok(None);
+                }
+                continue;
+            }
+            let Some(s) = self.segment.as_mut() else {
+                continue;
+            };
+            let pi = s.next_page;
+            s.next_page += 1;
+            let rows = page_rows(&s.seg, pi);
+            let counters = &self.counters;
+            if !s.keep[pi] {
+                counters.pages_skipped.add(1);
+                counters.rows_stats_filtered.add(rows);
+                continue;
+            }
+            counters.pages_read.add(1);
+            counters.rows_read.add(rows);
+            let (seg, proven) = (&s.seg, &s.proven);
+            let (engine, schema, projection) = (&self.engine, &self.schema, &self.projection);
+            let tablet_id = self.tablet_id;
+            let read = |out_i: usize| -> Result<ArrayRef> {
+                let c = projection[out_i];
+                let key = PageKey {
+                    segment: seg.cache_id(),
+                    column: c as u32,
+                    page: pi as u32,
+                };
+                if key.segment != 0
+                    && let Some(a) = engine.pages.get(&key)
+                {
+                    counters.cached_pages.add(1);
+                    return Ok(a);
+                }
+                let (a, bytes) = seg
+                    .read_page(c, pi, schema.field(out_i).data_type())
+                    .map_err(|e| corrupt_in(tablet_id, e))?;
+                counters.bytes_read.add(bytes as usize);
+                counters
+                    .raw_bytes_read
+                    .add(seg.footer().columns[c].pages[pi].raw_len as usize);
+                if key.segment != 0 {
+                    engine.pages.insert(key, a.clone());
+                }
+                Ok(a)
+            };
+            let mut columns: Vec<Option<ArrayRef>> = vec![None; projection.len()];
+            let selected = match &mut self.predicate {
+                Some(p) => p.evaluate(
+                    rows,
+                    |ci| proven.get(ci).is_some_and(|pages| pages[pi]),
+                    &mut columns,
+                    read,
+                )?,
+                None => PageRows::All,
+            };
+            let kept = match &selected {
+                PageRows::None => 0,
+                PageRows::All => rows,
+                PageRows::Some(idx) => idx.len(),
+            };
+            counters.rows_pred_filtered.add(rows - kept);
+            if kept == 0 {
+                continue;
+            }
+            // Late materialization: the columns no conjunct read, only for
+            // pages with surviving rows, only those rows.
+            let mut arrays = Vec::with_capacity(columns.len());
+            for (out_i, c) in columns.into_iter().enumerate() {
+                arrays.push(match (c, &selected) {
+                    (Some(a), _) => a,
+                    (None, PageRows::Some(idx)) => take(read(out_i)?.as_ref(), idx, None)?,
+                    (None, _) => read(out_i)?,
+                });
+            }
+            return Ok(Some(RecordBatch::try_new_with_options(
+                schema.clone(),
+                arrays,
+                &arrow::array::RecordBatchOptions::new().with_row_count(Some(kept)),
+            )?));
+        }
+    }
+}
+
+fn page_rows(seg: &Segment, pi: usize) -> usize {
+    seg.footer()
+        .columns
+        .first()
+        .and_then(|c| c.pages.get(pi))
+        .map(|p| p.num_rows)
+        .unwrap_or(0) as usize
 }
 
 fn corrupt_in(tablet_id: i64, e: TethysError) -> DataFusionError {
@@ -245,7 +435,7 @@ fn corrupt_in(tablet_id: i64, e: TethysError) -> DataFusionError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int64Array, StringArray};
+    use arrow::array::{AsArray, Int64Array, StringArray};
     use datafusion::logical_expr::Operator;
     use datafusion::physical_expr::expressions::{binary, col, lit};
     use datafusion::physical_plan::common::collect;
@@ -310,11 +500,11 @@ mod tests {
         let scan = OlapScanExec::try_new(node).unwrap();
         let s = scan.schema();
         let pred = binary(col("k", &s).unwrap(), Operator::Lt, lit(100i64), &s).unwrap();
-        let exec = TabletScanExec::new(scan, Some(pred), engine.clone());
+        // Pruning only: whole surviving pages; a filter above trims rows.
+        let exec = TabletScanExec::new(scan.clone(), Some(pred.clone()), false, engine.clone());
         let out = collect(exec.execute(0, Arc::new(TaskContext::default())).unwrap())
             .await
             .unwrap();
-        // The scan returns whole surviving pages; the filter above trims rows.
         let rows: usize = out.iter().map(|b| b.num_rows()).sum();
         assert_eq!(rows, ROWS_PER_PAGE);
         let m = exec.metrics().unwrap();
@@ -322,17 +512,42 @@ mod tests {
         assert_eq!(get("PagesRead"), 1);
         assert_eq!(get("PagesSkipped"), 4);
         assert_eq!(get("RowsStatsFiltered"), n as usize - ROWS_PER_PAGE);
+        assert_eq!(get("RawRowsRead"), ROWS_PER_PAGE);
+        assert_eq!(get("RowsVectorPredFiltered"), 0);
         assert_eq!(get("CachedPagesNum"), 0);
-        // Again: both columns' page come from the page cache, same rows.
-        let again = TabletScanExec::new(exec.scan.clone(), exec.predicate.clone(), engine.clone());
+        assert!(get("UncompressedBytesRead") > 0);
+        // Evaluating: exactly the matching rows, the same pages read, now
+        // both from the page cache.
+        let again = TabletScanExec::new(scan, Some(pred), true, engine.clone());
         let out2 = collect(again.execute(0, Arc::new(TaskContext::default())).unwrap())
             .await
             .unwrap();
-        assert_eq!(out2, out);
+        let keys: Vec<i64> = out2
+            .iter()
+            .flat_map(|b| {
+                b.column(0)
+                    .as_primitive::<arrow::datatypes::Int64Type>()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        assert_eq!(keys, (0..100).collect::<Vec<_>>());
+        let vals: Vec<String> = out2
+            .iter()
+            .flat_map(|b| {
+                b.column(1)
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|v| v.unwrap_or_default().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(vals[99], "v99");
         let m = again.metrics().unwrap();
         let get = |name: &str| m.sum_by_name(name).map(|v| v.as_usize()).unwrap_or(0);
         assert_eq!(get("CachedPagesNum"), 2);
         assert_eq!(get("CompressedBytesRead"), 0);
+        assert_eq!(get("RowsVectorPredFiltered"), ROWS_PER_PAGE - 100);
         // At the old version nothing is visible.
         let node = OlapScanNodePb {
             schema: Some(schema.to_pb()),
@@ -344,7 +559,7 @@ mod tests {
             partitions: 1,
             ..Default::default()
         };
-        let exec = TabletScanExec::new(OlapScanExec::try_new(node).unwrap(), None, engine);
+        let exec = TabletScanExec::new(OlapScanExec::try_new(node).unwrap(), None, false, engine);
         let out = collect(exec.execute(0, Arc::new(TaskContext::default())).unwrap())
             .await
             .unwrap();

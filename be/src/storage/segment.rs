@@ -344,7 +344,8 @@ impl Segment {
             .unwrap_or(0)
     }
 
-    /// Reads, verifies and decodes page `page` of column `col`.
+    /// Reads, verifies and decodes page `page` of column `col`; also returns
+    /// its stored (compressed) size.
     pub fn read_page(&self, col: usize, page_idx: usize, dt: &DataType) -> Result<(ArrayRef, u64)> {
         let cm = self
             .footer

@@ -1,0 +1,416 @@
+//! Predicate evaluation inside the tablet scan (Doris' vectorized predicate
+//! pushdown with late materialization).
+//!
+//! The fragment's filter is split into conjuncts. For each page that zone
+//! maps did not prune:
+//! - a conjunct the page's zone maps prove true for every row (e.g.
+//!   `l_shipdate <= '1998-09-02'` on a page whose max is earlier, with no
+//!   nulls) is not evaluated;
+//! - the others run one after another, each over only the rows the previous
+//!   ones kept, reading a column the first time a conjunct needs it;
+//! - columns no conjunct reads are read only for pages with surviving rows,
+//!   and only those rows are taken.
+//!
+//! Conjuncts are reordered as the scan goes, most selective first, from the
+//! rows each one let through so far, so a runtime filter that keeps one row
+//! in a hundred runs before a date range that keeps them all.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
+use arrow::compute::{filter, prep_null_mask_filter, take};
+use arrow::datatypes::{Schema, SchemaRef};
+use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::{ColumnarValue, Operator};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column};
+use datafusion::physical_expr::split_conjunction;
+use datafusion::physical_expr::utils::collect_columns;
+use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
+
+use crate::storage::zone_map::ZoneStats;
+
+/// How often (in evaluated pages) the conjunct order is revised.
+const REORDER_EVERY: u64 = 8;
+
+/// One conjunct of the scan predicate.
+struct Conjunct {
+    /// The conjunct over its own columns only (`columns[i]` is column `i`).
+    expr: Arc<dyn PhysicalExpr>,
+    /// Its columns, as indices of the scan's output schema.
+    columns: Vec<usize>,
+    /// Schema of `columns`.
+    schema: SchemaRef,
+    /// Prunes the pages where the conjunct's negation holds for no row,
+    /// i.e. where (with no nulls) the conjunct holds for every row.
+    negation: Option<Arc<PruningPredicate>>,
+    rows_in: u64,
+    rows_out: u64,
+}
+
+/// What one page's evaluation left.
+pub enum PageRows {
+    /// Every row passes: no filtering needed.
+    All,
+    /// These rows (positions in the page, ascending) pass.
+    Some(UInt32Array),
+    /// No row passes.
+    None,
+}
+
+/// The scan predicate, split for per-page evaluation.
+pub struct ScanPredicate {
+    conjuncts: Vec<Conjunct>,
+    /// Evaluation order (indices into `conjuncts`).
+    order: Vec<usize>,
+    pages_evaluated: u64,
+}
+
+impl ScanPredicate {
+    /// Splits `predicate` (over `schema`, the scan's output) into conjuncts.
+    pub fn new(predicate: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Result<ScanPredicate> {
+        let mut conjuncts = Vec::new();
+        for c in split_conjunction(predicate) {
+            let mut cols: Vec<usize> = collect_columns(c).iter().map(|c| c.index()).collect();
+            cols.sort_unstable();
+            cols.dedup();
+            let local = Arc::new(Schema::new(
+                cols.iter()
+                    .map(|&i| schema.field(i).clone())
+                    .collect::<Vec<_>>(),
+            ));
+            let expr = c
+                .clone()
+                .transform_up(|e| match e.downcast_ref::<Column>() {
+                    Some(col) => {
+                        let at = cols.binary_search(&col.index()).map_err(|_| {
+                            DataFusionError::Internal(format!("column {col} not collected"))
+                        })?;
+                        Ok(Transformed::yes(
+                            Arc::new(Column::new(col.name(), at)) as Arc<dyn PhysicalExpr>
+                        ))
+                    }
+                    None => Ok(Transformed::no(e)),
+                })?
+                .data;
+            let negation = negate(c).and_then(|n| {
+                PruningPredicateBuilder::new()
+                    .with_file_schema(schema.clone())
+                    .build(n)
+            });
+            conjuncts.push(Conjunct {
+                expr,
+                columns: cols,
+                schema: local,
+                negation,
+                rows_in: 0,
+                rows_out: 0,
+            });
+        }
+        let order = (0..conjuncts.len()).collect();
+        Ok(ScanPredicate {
+            conjuncts,
+            order,
+            pages_evaluated: 0,
+        })
+    }
+
+    /// For each conjunct and each container of `stats`, whether its zone
+    /// maps prove the conjunct true for every row: `proven[conjunct][page]`.
+    pub fn proven_true(&self, stats: &ZoneStats<'_>) -> Result<Vec<Vec<bool>>> {
+        self.conjuncts
+            .iter()
+            .map(|c| {
+                let Some(neg) = &c.negation else {
+                    return Ok(vec![false; stats.zones.len()]);
+                };
+                let may_fail = neg.prune(stats)?;
+                Ok(may_fail
+                    .iter()
+                    .zip(&stats.zones)
+                    .map(|(may_fail, zones)| {
+                        !may_fail && c.columns.iter().all(|&i| zones[i].null_count == 0)
+                    })
+                    .collect())
+            })
+            .collect()
+    }
+
+    /// Evaluates the conjuncts not in `skip` over one page of `rows` rows.
+    /// `read(i)` returns output column `i` of the page (whole); what was read
+    /// is left in `columns`, already reduced to the returned rows.
+    pub fn evaluate(
+        &mut self,
+        rows: usize,
+        skip: impl Fn(usize) -> bool,
+        columns: &mut [Option<ArrayRef>],
+        mut read: impl FnMut(usize) -> Result<ArrayRef>,
+    ) -> Result<PageRows> {
+        let mut selected: Option<UInt32Array> = None;
+        let mut current = rows;
+        let mut evaluated = false;
+        for &ci in &self.order {
+            if skip(ci) {
+                continue;
+            }
+            evaluated = true;
+            let conj = &mut self.conjuncts[ci];
+            let mut arrays = Vec::with_capacity(conj.columns.len());
+            for &col in &conj.columns {
+                if columns[col].is_none() {
+                    let whole = read(col)?;
+                    columns[col] = Some(match &selected {
+                        Some(idx) => take(whole.as_ref(), idx, None)?,
+                        None => whole,
+                    });
+                }
+                arrays.push(columns[col].clone().ok_or_else(|| {
+                    DataFusionError::Internal("scan column missing after read".into())
+                })?);
+            }
+            let batch = RecordBatch::try_new_with_options(
+                conj.schema.clone(),
+                arrays,
+                &arrow::array::RecordBatchOptions::new().with_row_count(Some(current)),
+            )?;
+            let mask = match conj.expr.evaluate(&batch)? {
+                ColumnarValue::Array(a) => {
+                    let b = a.as_boolean_opt().ok_or_else(|| {
+                        DataFusionError::Internal(format!(
+                            "scan predicate {} is not boolean",
+                            conj.expr
+                        ))
+                    })?;
+                    if b.null_count() > 0 {
+                        prep_null_mask_filter(b)
+                    } else {
+                        b.clone()
+                    }
+                }
+                ColumnarValue::Scalar(ScalarValue::Boolean(Some(true))) => {
+                    BooleanArray::from(vec![true; current])
+                }
+                ColumnarValue::Scalar(_) => BooleanArray::from(vec![false; current]),
+            };
+            let passed = mask.true_count();
+            conj.rows_in += current as u64;
+            conj.rows_out += passed as u64;
+            if passed == current {
+                continue;
+            }
+            if passed == 0 {
+                self.page_done(evaluated);
+                return Ok(PageRows::None);
+            }
+            for c in columns.iter_mut().flatten() {
+                *c = filter(c.as_ref(), &mask)?;
+            }
+            let positions = match &selected {
+                Some(idx) => filter(idx, &mask)?,
+                None => filter(&UInt32Array::from_iter_values(0..rows as u32), &mask)?,
+            };
+            selected = Some(positions.as_primitive().clone());
+            current = passed;
+        }
+        self.page_done(evaluated);
+        Ok(match selected {
+            Some(idx) => PageRows::Some(idx),
+            None => PageRows::All,
+        })
+    }
+
+    /// Revises the evaluation order every few evaluated pages: the conjunct
+    /// that lets the smallest share of its input through goes first.
+    fn page_done(&mut self, evaluated: bool) {
+        if !evaluated {
+            return;
+        }
+        self.pages_evaluated += 1;
+        if self.pages_evaluated.is_multiple_of(REORDER_EVERY) {
+            let rate = |c: &Conjunct| {
+                if c.rows_in == 0 {
+                    1.0
+                } else {
+                    c.rows_out as f64 / c.rows_in as f64
+                }
+            };
+            let cs = &self.conjuncts;
+            self.order
+                .sort_by(|&a, &b| rate(&cs[a]).total_cmp(&rate(&cs[b])));
+        }
+    }
+}
+
+/// The negation of a comparison (`a < b` -> `a >= b`), for proving with zone
+/// maps that no row fails it; `None` for other expressions.
+fn negate(e: &Arc<dyn PhysicalExpr>) -> Option<Arc<dyn PhysicalExpr>> {
+    let b = e.downcast_ref::<BinaryExpr>()?;
+    let op = match b.op() {
+        Operator::Lt => Operator::GtEq,
+        Operator::LtEq => Operator::Gt,
+        Operator::Gt => Operator::LtEq,
+        Operator::GtEq => Operator::Lt,
+        Operator::Eq => Operator::NotEq,
+        Operator::NotEq => Operator::Eq,
+        _ => return None,
+    };
+    Some(Arc::new(BinaryExpr::new(
+        b.left().clone(),
+        op,
+        b.right().clone(),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::zone_map::ZoneMap;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field};
+    use datafusion::physical_expr::expressions::{binary, col, lit};
+    use std::cell::RefCell;
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int64, true),
+            Field::new("b", DataType::Int64, true),
+        ]))
+    }
+
+    fn and_of(s: &SchemaRef, parts: Vec<Arc<dyn PhysicalExpr>>) -> Arc<dyn PhysicalExpr> {
+        parts
+            .into_iter()
+            .reduce(|l, r| binary(l, Operator::And, r, s).unwrap())
+            .unwrap()
+    }
+
+    fn cmp(s: &SchemaRef, c: &str, op: Operator, v: i64) -> Arc<dyn PhysicalExpr> {
+        binary(col(c, s).unwrap(), op, lit(v), s).unwrap()
+    }
+
+    #[test]
+    fn zone_maps_prove_conjuncts_true() {
+        let s = schema();
+        let p = ScanPredicate::new(
+            &and_of(
+                &s,
+                vec![
+                    cmp(&s, "a", Operator::LtEq, 10),
+                    cmp(&s, "b", Operator::Eq, 1),
+                ],
+            ),
+            &s,
+        )
+        .unwrap();
+        let zone = |min: i64, max: i64, nulls: u64| ZoneMap {
+            min: Some(crate::storage::zone_map::ZoneValue::I(min)),
+            max: Some(crate::storage::zone_map::ZoneValue::I(max)),
+            null_count: nulls,
+        };
+        let (z0a, z0b) = (zone(0, 5, 0), zone(1, 1, 0));
+        let (z1a, z1b) = (zone(0, 50, 0), zone(0, 1, 0));
+        let (z2a, z2b) = (zone(0, 5, 3), zone(1, 1, 2));
+        let stats = ZoneStats {
+            schema: &s,
+            zones: vec![vec![&z0a, &z0b], vec![&z1a, &z1b], vec![&z2a, &z2b]],
+            rows: vec![10, 10, 10],
+        };
+        let proven = p.proven_true(&stats).unwrap();
+        // Page 0: both hold everywhere; page 1: neither provable; page 2:
+        // the bounds hold but nulls fail the predicate.
+        assert_eq!(
+            proven,
+            vec![vec![true, false, false], vec![true, false, false]]
+        );
+    }
+
+    #[test]
+    fn selective_conjunct_moves_first_and_spares_reads() {
+        let s = schema();
+        // `a >= 0` keeps everything, `b = 7` one row in a hundred.
+        let mut p = ScanPredicate::new(
+            &and_of(
+                &s,
+                vec![
+                    cmp(&s, "a", Operator::GtEq, 0),
+                    cmp(&s, "b", Operator::Eq, 7),
+                ],
+            ),
+            &s,
+        )
+        .unwrap();
+        let rows = 1000;
+        let a: ArrayRef = Arc::new(Int64Array::from_iter_values(0..rows as i64));
+        let b: ArrayRef = Arc::new(Int64Array::from_iter(
+            (0..rows as i64).map(|i| if i % 100 == 0 { None } else { Some(i % 100) }),
+        ));
+        let reads = RefCell::new(vec![0usize; 2]);
+        let mut run = || {
+            let mut cols = vec![None, None];
+            let r = p
+                .evaluate(
+                    rows,
+                    |_| false,
+                    &mut cols,
+                    |i| {
+                        reads.borrow_mut()[i] += 1;
+                        Ok(if i == 0 { a.clone() } else { b.clone() })
+                    },
+                )
+                .unwrap();
+            (r, cols)
+        };
+        for _ in 0..REORDER_EVERY {
+            let (r, cols) = run();
+            let PageRows::Some(idx) = r else {
+                panic!("expected some rows")
+            };
+            // Rows 7, 107, ...: b = 7, and the null b rows are dropped.
+            assert_eq!(
+                idx.values().to_vec(),
+                (0..10).map(|i| i * 100 + 7).collect::<Vec<u32>>()
+            );
+            let got_a = cols[0]
+                .as_ref()
+                .unwrap()
+                .as_primitive::<arrow::datatypes::Int64Type>();
+            assert_eq!(
+                got_a.values().to_vec(),
+                (0..10).map(|i| i * 100 + 7).collect::<Vec<i64>>()
+            );
+        }
+        assert_eq!(p.order, vec![1, 0]);
+        // Now `b` runs first; a page where it keeps nothing never reads `a`.
+        let before = reads.borrow().clone();
+        let none: ArrayRef = Arc::new(Int64Array::from(vec![1i64; rows]));
+        let mut cols = vec![None, None];
+        let r = p
+            .evaluate(
+                rows,
+                |_| false,
+                &mut cols,
+                |i| {
+                    reads.borrow_mut()[i] += 1;
+                    Ok(if i == 0 { a.clone() } else { none.clone() })
+                },
+            )
+            .unwrap();
+        assert!(matches!(r, PageRows::None));
+        assert_eq!(reads.borrow()[0], before[0]);
+        assert_eq!(reads.borrow()[1], before[1] + 1);
+        // A conjunct proven true by zone maps is not evaluated at all.
+        let mut cols = vec![None, None];
+        let r = p
+            .evaluate(
+                rows,
+                |ci| ci == 1,
+                &mut cols,
+                |i| Ok(if i == 0 { a.clone() } else { none.clone() }),
+            )
+            .unwrap();
+        assert!(matches!(r, PageRows::All));
+        assert!(cols[1].is_none());
+    }
+}
