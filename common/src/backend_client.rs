@@ -73,10 +73,12 @@ impl BackendClient {
             .max_encoding_message_size(MAX_MESSAGE)
     }
 
-    /// Runs one partition of a fragment and streams its batches.
+    /// Runs one partition of a fragment and streams its batches; the
+    /// fragment's counters, which follow its last batch, go to `on_profile`.
     pub async fn execute_fragment(
         &self,
         req: ExecFragmentRequest,
+        on_profile: impl Fn(crate::plan::FragmentProfile) + Send + 'static,
     ) -> Result<FlightRecordBatchStream> {
         let ticket = arrow_flight::Ticket {
             ticket: req.encode_to_vec().into(),
@@ -86,7 +88,21 @@ impl BackendClient {
             .do_get(ticket)
             .await
             .map_err(|s| self.err(s))?;
-        let stream = resp.into_inner().map_err(FlightError::from);
+        let stream = resp
+            .into_inner()
+            .map_err(FlightError::from)
+            .try_filter(move |data| {
+                let profile = data
+                    .data_header
+                    .is_empty()
+                    .then(|| crate::plan::FragmentProfile::decode(&data.app_metadata))
+                    .flatten();
+                let is_profile = profile.is_some();
+                if let Some(p) = profile {
+                    on_profile(p);
+                }
+                futures::future::ready(!is_profile)
+            });
         Ok(FlightRecordBatchStream::new_from_flight_data(stream))
     }
 

@@ -141,7 +141,11 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         Statement::Empty => Ok(ok()),
         Statement::Query(sql) => run_query(fe, session, &sql, None).await,
         Statement::Insert { sql, label } => run_query(fe, session, &sql, label).await,
-        Statement::Explain { sql, verbose: _ } => {
+        Statement::Explain {
+            sql,
+            verbose: _,
+            analyze,
+        } => {
             let stmt = Arc::new(statement_ctx(fe, session, None));
             let ctx = planner::statement_context(fe, session, stmt)?;
             let parsed = crate::sql::rewrite::parse_for_datafusion(&sql)?;
@@ -153,7 +157,17 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
             let names: Vec<String> = plan.schema().fields().iter().map(|f| f.name().clone()).collect();
             let df = ctx.execute_logical_plan(plan).await?;
             let physical = df.create_physical_plan().await?;
-            let lines = explain::explain_lines(&physical, &names);
+            let lines = if analyze {
+                // Run it to the end, rows discarded as they come.
+                let mut stream =
+                    datafusion::physical_plan::execute_stream(physical.clone(), ctx.task_ctx())?;
+                while let Some(batch) = stream.next().await {
+                    batch?;
+                }
+                explain::analyze_lines(&physical, &names)
+            } else {
+                explain::explain_lines(&physical, &names)
+            };
             string_rows(&["Explain String(Nereids Planner)"], lines.into_iter().map(|l| vec![l]).collect())
         }
         Statement::CreateDatabase { name, if_not_exists } => {

@@ -9,6 +9,7 @@ mod scan;
 use std::sync::Arc;
 
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_proto::bytes::physical_plan_from_bytes_with_extension_codec;
 use tethys_common::plan::TethysCodec;
@@ -39,8 +40,12 @@ impl FragmentExecutor {
         Ok(FragmentExecutor { engine, base })
     }
 
-    /// Decodes and binds a fragment, and starts its output partition.
-    pub fn execute(&self, req: &ExecFragmentRequest) -> Result<SendableRecordBatchStream> {
+    /// Decodes and binds a fragment, and starts its output partition; the
+    /// bound plan is returned too, for its counters once the stream is done.
+    pub fn execute(
+        &self,
+        req: &ExecFragmentRequest,
+    ) -> Result<(Arc<dyn ExecutionPlan>, SendableRecordBatchStream)> {
         let state = self.base.state();
         let mut cfg = state.config().clone();
         if req.batch_size > 0 {
@@ -72,6 +77,7 @@ impl FragmentExecutor {
                 req.partition
             )));
         }
-        Ok(plan.execute(req.partition as usize, task)?)
+        let stream = plan.execute(req.partition as usize, task)?;
+        Ok((plan, stream))
     }
 }

@@ -91,6 +91,7 @@ struct Counters {
     bytes_read: Count,
     raw_bytes_read: Count,
     cached_pages: Count,
+    rows_out: Count,
 }
 
 impl ExecutionPlan for TabletScanExec {
@@ -153,6 +154,7 @@ impl ExecutionPlan for TabletScanExec {
             bytes_read: m("CompressedBytesRead"),
             raw_bytes_read: m("UncompressedBytesRead"),
             cached_pages: m("CachedPagesNum"),
+            rows_out: MetricBuilder::new(&self.metrics).output_rows(partition),
         };
         let batch_size = context.session_config().batch_size().max(1);
         let mut state = ScanState {
@@ -395,6 +397,7 @@ impl ScanState {
             if kept == 0 {
                 continue;
             }
+            counters.rows_out.add(kept);
             // Late materialization: the columns no conjunct read, only for
             // pages with surviving rows, only those rows.
             let mut arrays = Vec::with_capacity(columns.len());

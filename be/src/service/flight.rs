@@ -23,6 +23,7 @@ use prost::Message;
 use tethys_common::TethysError;
 use tethys_common::backend_client::GROUP_COMMIT_PATH;
 use tethys_common::config::SEGMENT_FLUSH_ROWS;
+use tethys_common::plan::FragmentProfile;
 use tethys_proto::{
     ExecFragmentRequest, GroupCommitWriteRequest, GroupCommitWriteResponse, WriteRequest,
     WriteResponse,
@@ -126,8 +127,11 @@ impl FlightService for BackendFlight {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(2);
         let backend = self.backend.clone();
         let handle = backend.exec_handle().map_err(Status::from)?;
+        // The fragment's counters follow its last batch, as one message
+        // with no Arrow data and the profile in `app_metadata`.
+        let (profile_tx, profile_rx) = tokio::sync::oneshot::channel::<FragmentProfile>();
         handle.spawn(async move {
-            let mut stream = match backend.executor.execute(&req) {
+            let (plan, mut stream) = match backend.executor.execute(&req) {
                 Ok(s) => s,
                 Err(e) => {
                     let _ = tx.send(Err(to_flight_err(e))).await;
@@ -138,15 +142,25 @@ impl FlightService for BackendFlight {
                 let item = item.map_err(to_flight_err);
                 let stop = item.is_err();
                 if tx.send(item).await.is_err() || stop {
-                    break;
+                    return;
                 }
             }
+            drop(stream);
+            let _ = profile_tx.send(FragmentProfile::of_plan(&plan));
         });
         let batches = tokio_stream::wrappers::ReceiverStream::new(rx);
         let flight = FlightDataEncoderBuilder::new()
             .build(batches)
             .map_err(Status::from);
-        Ok(Response::new(Box::pin(flight)))
+        let profile = futures::stream::once(profile_rx).filter_map(|p| async move {
+            p.ok().map(|p| {
+                Ok(FlightData {
+                    app_metadata: p.encode().into(),
+                    ..Default::default()
+                })
+            })
+        });
+        Ok(Response::new(Box::pin(flight.chain(profile))))
     }
 
     async fn do_put(

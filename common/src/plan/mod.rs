@@ -10,8 +10,10 @@ mod bitmap;
 mod bloom;
 mod codec;
 mod olap_scan;
+mod profile;
 
 pub use bitmap::{BitmapFilterExpr, MAX_BITMAP_RANGE};
 pub use bloom::{BLOOM_FPP, BloomFilterExpr};
 pub use codec::TethysCodec;
 pub use olap_scan::OlapScanExec;
+pub use profile::{FragmentProfile, PROFILE_MAGIC};

@@ -13,7 +13,7 @@ use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
 use datafusion::physical_plan::sorts::sort::SortExec;
-use tethys_common::plan::OlapScanExec;
+use tethys_common::plan::{FragmentProfile, OlapScanExec};
 
 use super::remote::{BeFragmentExec, FragmentInfo};
 
@@ -49,7 +49,24 @@ struct Builder {
     runtime_filters: HashMap<u64, usize>,
     /// `runtime filters:` line of the scan being rendered.
     scan_runtime_filters: Option<String>,
+    /// EXPLAIN ANALYZE: the plan ran; print its counters.
+    analyze: bool,
+    /// The backends' counters of the fragment being rendered.
+    profile: Option<FragmentProfile>,
 }
+
+/// The scan counters EXPLAIN ANALYZE prints, in Doris' profile names.
+const SCAN_COUNTERS: &[&str] = &[
+    "RawRowsRead",
+    "RowsStatsFiltered",
+    "RowsVectorPredFiltered",
+    "PagesRead",
+    "PagesSkipped",
+    "CompressedBytesRead",
+    "UncompressedBytesRead",
+    "CachedPagesNum",
+    "RowsProduced",
+];
 
 /// Join keys as EXPLAIN prints them: `k`, or `(a, b)` for several.
 fn keys<'a>(exprs: impl Iterator<Item = &'a Arc<dyn PhysicalExpr>>) -> String {
@@ -113,11 +130,13 @@ impl Builder {
                 root: None,
             });
             self.scan_runtime_filters = self.scan_filters(be.runtime_filters());
+            self.profile = self.analyze.then(|| be.profile());
             let root = match be.fragments().first() {
                 Some((_, p)) => self.be_node(p, &be.info, limit),
                 None => self.scan_node(&be.info, vec![], limit),
             };
             self.scan_runtime_filters = None;
+            self.profile = None;
             let id = self.alloc();
             self.fragments[frag_idx].root = Some(root);
             self.fragments[frag_idx].sink_exchange = Some(id);
@@ -208,6 +227,24 @@ impl Builder {
         if let Some(l) = limit {
             attrs.push(format!("limit: {l}"));
         }
+        if self.analyze {
+            // Inside a fragment the counters come from the backends; above,
+            // from this plan's own operators.
+            let rows = match (&self.profile, be) {
+                (Some(p), Some(_)) => p
+                    .operators
+                    .get(plan.name())
+                    .and_then(|c| c.get("RowsProduced"))
+                    .copied(),
+                _ => plan
+                    .metrics()
+                    .and_then(|m| m.output_rows())
+                    .map(|n| n as u64),
+            };
+            if let Some(n) = rows {
+                attrs.push(format!("RowsProduced: {n}"));
+            }
+        }
         let id = self.alloc();
         RChild::Node(RNode {
             id,
@@ -275,6 +312,13 @@ impl Builder {
             attrs.push(format!("limit: {l}"));
         }
         attrs.push("pushAggOp=NONE".into());
+        if let Some(p) = &self.profile {
+            let scan = p.operators.get("TabletScanExec");
+            for name in SCAN_COUNTERS {
+                let v = scan.and_then(|c| c.get(*name)).copied().unwrap_or(0);
+                attrs.push(format!("{name}: {v}"));
+            }
+        }
         let id = self.alloc();
         RNode {
             id,
@@ -325,7 +369,19 @@ fn render_node(child: &RChild, indent: &str, out: &mut Vec<String>) {
 
 /// Renders the plan as Doris-style EXPLAIN lines.
 pub fn explain_lines(plan: &Arc<dyn ExecutionPlan>, output_names: &[String]) -> Vec<String> {
+    render(plan, output_names, false)
+}
+
+/// EXPLAIN ANALYZE: renders a plan that has run, with each scan's backend
+/// counters (`RawRowsRead: 6001215`, ...) and the rows each node produced.
+pub fn analyze_lines(plan: &Arc<dyn ExecutionPlan>, output_names: &[String]) -> Vec<String> {
+    render(plan, output_names, true)
+}
+
+fn render(plan: &Arc<dyn ExecutionPlan>, output_names: &[String], analyze: bool) -> Vec<String> {
     let mut b = Builder {
+        analyze,
+        profile: None,
         fragments: vec![Fragment {
             partition: "UNPARTITIONED".into(),
             sink_exchange: None,

@@ -26,7 +26,7 @@ use datafusion::physical_plan::{
 use datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec;
 use futures::{StreamExt, TryStreamExt};
 use tethys_common::TethysError;
-use tethys_common::plan::TethysCodec;
+use tethys_common::plan::{FragmentProfile, TethysCodec};
 use tethys_proto::ExecFragmentRequest;
 
 use super::{StatementCtx, runtime_filter};
@@ -63,6 +63,9 @@ pub struct BeFragmentExec {
     /// The runtime filters' value as first taken, shared by all partitions:
     /// bitmaps and bloom filters are built once per scan, not per partition.
     applied: Arc<tokio::sync::OnceCell<Option<Arc<dyn PhysicalExpr>>>>,
+    /// The backends' counters of this execution, summed over partitions as
+    /// their streams finish (`EXPLAIN ANALYZE`, query profiles).
+    profile: Arc<std::sync::Mutex<FragmentProfile>>,
 }
 
 impl BeFragmentExec {
@@ -93,6 +96,7 @@ impl BeFragmentExec {
             properties,
             runtime_filters: vec![],
             applied: Default::default(),
+            profile: Default::default(),
         }
     }
 
@@ -130,6 +134,14 @@ impl BeFragmentExec {
     /// The runtime filters this scan applies.
     pub fn runtime_filters(&self) -> &[Arc<dyn PhysicalExpr>] {
         &self.runtime_filters
+    }
+
+    /// The counters the backends reported for the partitions that finished.
+    pub fn profile(&self) -> FragmentProfile {
+        self.profile
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The fragments, per backend.
@@ -330,6 +342,7 @@ impl ExecutionPlan for BeFragmentExec {
         let runtime_filters = self.runtime_filters.clone();
         let applied = self.applied.clone();
         let max_in = self.stmt.runtime_filter_max_in;
+        let profile = self.profile.clone();
         let stream = futures::stream::once(async move {
             // Polled first when the consumer wants rows, which for a join's
             // probe side is after its build side is complete: the runtime
@@ -347,7 +360,11 @@ impl ExecutionPlan for BeFragmentExec {
                 None => plan,
             };
             req.plan = physical_plan_to_bytes_with_extension_codec(plan, &TethysCodec)?.to_vec();
-            let s = client.execute_fragment(req).await?;
+            let s = client
+                .execute_fragment(req, move |p| {
+                    profile.lock().unwrap_or_else(|e| e.into_inner()).merge(&p)
+                })
+                .await?;
             let c2 = client.clone();
             Ok::<_, datafusion::error::DataFusionError>(s.map_err(move |e| {
                 let err = match e {

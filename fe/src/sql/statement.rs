@@ -90,9 +90,11 @@ pub enum Statement {
         sql: String,
         label: Option<String>,
     },
+    /// EXPLAIN; with ANALYZE the query runs and its counters are shown.
     Explain {
         sql: String,
         verbose: bool,
+        analyze: bool,
     },
     CreateDatabase {
         name: String,
@@ -345,15 +347,13 @@ pub fn parse(sql: &str) -> Result<Statement> {
         "explain" => {
             t.advance();
             let verbose = t.eat_kw("verbose");
-            if t.eat_kw("analyze") {
-                return Err(TethysError::NotSupported(
-                    "EXPLAIN ANALYZE is not supported yet; use EXPLAIN".into(),
-                ));
-            }
-            let rest = rest_after_words(trimmed, if verbose { 2 } else { 1 });
+            let analyze = t.eat_kw("analyze");
+            let words = 1 + usize::from(verbose) + usize::from(analyze);
+            let rest = rest_after_words(trimmed, words);
             Ok(Statement::Explain {
                 sql: rest.to_string(),
                 verbose,
+                analyze,
             })
         }
         "create" => parse_create(&mut t),
@@ -392,6 +392,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
                 return Ok(Statement::Explain {
                     sql: rest_after_words(trimmed, 1).to_string(),
                     verbose: false,
+                    analyze: false,
                 });
             }
             let (db, name) = t.object_name()?;
