@@ -68,29 +68,66 @@ impl PhysicalOptimizerRule for BuildSmallerSide {
 
 /// Estimated output rows of `plan`.
 pub fn estimate_rows(plan: &Arc<dyn ExecutionPlan>) -> f64 {
+    estimate(plan).rows
+}
+
+/// An estimate: rows, and the share of its base tables' rows they are
+/// (what filters, and joins with filtered inputs, kept).
+#[derive(Debug, Clone, Copy)]
+struct Estimate {
+    rows: f64,
+    kept: f64,
+}
+
+fn estimate(plan: &Arc<dyn ExecutionPlan>) -> Estimate {
+    let rows_only = |rows: f64| Estimate { rows, kept: 1.0 };
     if let Some(be) = plan.downcast_ref::<BeFragmentExec>() {
-        return be
+        let rows = be
             .estimate(None)
             .num_rows
             .get_value()
             .map_or(UNKNOWN_ROWS, |n| *n as f64);
+        return Estimate {
+            rows,
+            kept: be.selectivity(),
+        };
     }
     let children = plan.children();
-    let child = |i: usize| children.get(i).map_or(UNKNOWN_ROWS, |c| estimate_rows(c));
+    let child_est = |i: usize| {
+        children
+            .get(i)
+            .map_or(rows_only(UNKNOWN_ROWS), |c| estimate(c))
+    };
     if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
-        let (l, r) = (child(0), child(1));
+        let (l, r) = (child_est(0), child_est(1));
         return match j.join_type() {
             JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark => l,
             JoinType::RightSemi | JoinType::RightAnti | JoinType::RightMark => r,
-            JoinType::Full => l + r,
-            JoinType::Inner | JoinType::Left | JoinType::Right => l.max(r),
+            JoinType::Full => rows_only(l.rows + r.rows),
+            JoinType::Left | JoinType::Right => rows_only(l.rows.max(r.rows)),
+            JoinType::Inner => {
+                // Foreign key to primary key: every row of the bigger side
+                // finds its match, unless a filter dropped it from the
+                // smaller side, so the bigger side shrinks by what the
+                // smaller one kept.
+                let (big, small) = if l.rows >= r.rows { (l, r) } else { (r, l) };
+                Estimate {
+                    rows: big.rows * small.kept,
+                    kept: big.kept * small.kept,
+                }
+            }
         };
     }
+    let child = |i: usize| child_est(i).rows;
     if plan.downcast_ref::<FilterExec>().is_some() {
-        return child(0) * FILTER_SELECTIVITY;
+        let c = child_est(0);
+        return Estimate {
+            rows: c.rows * FILTER_SELECTIVITY,
+            kept: c.kept * FILTER_SELECTIVITY,
+        };
     }
     if let Some(a) = plan.downcast_ref::<AggregateExec>() {
-        return if a.group_expr().expr().is_empty() {
+        return rows_only(if a.group_expr().expr().is_empty() {
             1.0
         } else if matches!(
             a.mode(),
@@ -100,20 +137,20 @@ pub fn estimate_rows(plan: &Arc<dyn ExecutionPlan>) -> f64 {
         } else {
             // Merging partial states: as many groups as the partial phase.
             child(0)
-        };
+        });
     }
     if plan.name() == "UnionExec" {
-        return children.iter().map(|c| estimate_rows(c)).sum();
+        return rows_only(children.iter().map(|c| estimate(c).rows).sum());
     }
     if plan.name().contains("NestedLoopJoin") || plan.name() == "CrossJoinExec" {
-        return child(0) * child(1);
+        return rows_only(child(0) * child(1));
     }
     if children.is_empty() {
-        return match plan.name() {
+        return rows_only(match plan.name() {
             "PlaceholderRowExec" | "EmptyExec" => 1.0,
             _ => UNKNOWN_ROWS,
-        };
+        });
     }
     // Projections, repartitions, sorts, limits, ...: as many as the input.
-    child(0)
+    child_est(0)
 }

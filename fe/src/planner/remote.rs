@@ -172,17 +172,29 @@ impl BeFragmentExec {
         Ok(out)
     }
 
-    /// Estimated output: the tablets' rows, a default share of them when the
-    /// fragment filters, and a width per row from the column types.
+    /// Estimated share of the tablets' rows the fragment's filter keeps
+    /// (`stats::selectivity` of the predicate above the scan; 1 without).
+    pub fn selectivity(&self) -> f64 {
+        fn filter_of(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn PhysicalExpr>> {
+            if let Some(f) = plan.downcast_ref::<datafusion::physical_plan::filter::FilterExec>() {
+                return Some(f.predicate().clone());
+            }
+            plan.children().into_iter().find_map(filter_of)
+        }
+        self.fragments
+            .first()
+            .and_then(|(_, p)| filter_of(p))
+            .map_or(1.0, |p| super::stats::selectivity(&p))
+    }
+
+    /// Estimated output: the tablets' rows, the share of them the fragment's
+    /// filter keeps, and a width per row from the column types.
     pub fn estimate(&self, partition: Option<usize>) -> Statistics {
         let mut stats = Statistics::new_unknown(&self.schema);
         let Some(rows) = self.info.rows else {
             return stats;
         };
-        let mut rows = rows as f64;
-        if !self.info.predicates.is_empty() {
-            rows *= DEFAULT_FILTER_SELECTIVITY;
-        }
+        let mut rows = rows as f64 * self.selectivity();
         if partition.is_some() {
             rows /= self.properties.partitioning.partition_count().max(1) as f64;
         }
@@ -198,10 +210,6 @@ impl BeFragmentExec {
         stats
     }
 }
-
-/// Share of rows a scan's pushed predicates keep, for estimates (DataFusion's
-/// default filter selectivity).
-const DEFAULT_FILTER_SELECTIVITY: f64 = 0.2;
 
 impl DisplayAs for BeFragmentExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
