@@ -786,6 +786,7 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
         group_commit: None,
         insert_timeout_secs: session.vars.insert_timeout_secs(),
         runtime_filter_max_in: session.vars.runtime_filter_max_in(),
+        runtime_filter_wait_ms: session.vars.runtime_filter_wait_ms(),
     }
 }
 

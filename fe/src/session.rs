@@ -114,6 +114,7 @@ static VARS: &[VarDef] = &[
     v("sql_quote_show_create", "true", Kind::Bool),
     v("runtime_filter_mode", "GLOBAL", Kind::Str),
     v("runtime_filter_max_in_num", "1024", Kind::Int),
+    v("runtime_filter_wait_time_ms", "1000", Kind::Int),
     v("enable_nereids_planner", "true", Kind::Bool),
     v("group_commit", "off_mode", Kind::Str),
 ];
@@ -247,6 +248,14 @@ impl Variables {
         self.get("runtime_filter_max_in_num")
             .and_then(|v| v.parse().ok())
             .unwrap_or(1024)
+    }
+
+    /// How long a scan waits for the runtime filters it applies to be
+    /// complete (`runtime_filter_wait_time_ms`, Doris' default 1000).
+    pub fn runtime_filter_wait_ms(&self) -> u64 {
+        self.get("runtime_filter_wait_time_ms")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000)
     }
 
     pub fn parallelism(&self) -> usize {

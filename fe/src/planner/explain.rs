@@ -106,9 +106,7 @@ impl Builder {
         be: Option<&FragmentInfo>,
     ) -> RChild {
         if let Some(info) = be
-            && (plan.downcast_ref::<OlapScanExec>().is_some()
-                || plan.name() == "FilterExec"
-                || plan.name() == "ProjectionExec")
+            && over_scan(plan)
         {
             return RChild::Node(self.scan_node(info, info.predicates.clone(), limit));
         }
@@ -503,6 +501,17 @@ fn inline_projections(
         return inline_projections(expr, plan.children()[0]);
     }
     expr.clone()
+}
+
+/// Whether `plan` is the scan, or filters and projections right above it
+/// (which EXPLAIN folds into the scan node).
+fn over_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    if plan.downcast_ref::<OlapScanExec>().is_some() {
+        return true;
+    }
+    matches!(plan.name(), "FilterExec" | "ProjectionExec")
+        && plan.children().len() == 1
+        && over_scan(plan.children()[0])
 }
 
 /// An aggregate call as SQL (`sum(amount * (1 - 0.1))`, `count(*)`), from

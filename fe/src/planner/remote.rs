@@ -46,6 +46,11 @@ pub struct FragmentInfo {
     pub distribution: String,
     /// Rows the selected tablets hold, when the backends told.
     pub rows: Option<u64>,
+    /// Columns whose equal values always meet in one fragment partition
+    /// (the hash distribution columns, plus the partition column when more
+    /// than one partition is read); `None` for random distribution. An
+    /// aggregation grouping by all of them can finish on the backends.
+    pub colocated: Option<Vec<String>>,
 }
 
 /// Fragments running on backends, seen as one DataFusion leaf.
@@ -195,6 +200,17 @@ impl BeFragmentExec {
             return stats;
         };
         let mut rows = rows as f64 * self.selectivity();
+        // A fragment that aggregates (colocated) returns groups, not rows.
+        if let Some((_, root)) = self.fragments.first()
+            && let Some(a) =
+                root.downcast_ref::<datafusion::physical_plan::aggregates::AggregateExec>()
+        {
+            rows = if a.group_expr().expr().is_empty() {
+                1.0
+            } else {
+                rows * 0.1
+            };
+        }
         if partition.is_some() {
             rows /= self.properties.partitioning.partition_count().max(1) as f64;
         }
@@ -350,6 +366,7 @@ impl ExecutionPlan for BeFragmentExec {
         let runtime_filters = self.runtime_filters.clone();
         let applied = self.applied.clone();
         let max_in = self.stmt.runtime_filter_max_in;
+        let wait = std::time::Duration::from_millis(self.stmt.runtime_filter_wait_ms);
         let profile = self.profile.clone();
         let stream = futures::stream::once(async move {
             // Polled first when the consumer wants rows, which for a join's
@@ -357,6 +374,7 @@ impl ExecutionPlan for BeFragmentExec {
             // filters hold their final value by now.
             let filter = applied
                 .get_or_try_init(|| async {
+                    runtime_filter::wait_complete(&runtime_filters, wait).await;
                     runtime_filter::current_filter(&runtime_filters, max_in)
                 })
                 .await?;

@@ -18,7 +18,7 @@ use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
-use datafusion::physical_expr::expressions::{InListExpr, Literal};
+use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, InListExpr, Literal};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, conjunction, split_conjunction};
 use datafusion::physical_expr_common::physical_expr::snapshot_physical_expr;
@@ -40,6 +40,30 @@ pub const MAX_FILTER_KEYS: usize = 1 << 16;
 /// filter as it currently stands, IN lists of more than `max_in` values
 /// turned into bloom filters, and parts that are trivially true or cannot be
 /// sent to a backend left out. `None` when nothing is left.
+/// Waits, at most `wait`, for the joins publishing `filters` to have built
+/// them. A probe scan is polled only after its own join's build side is
+/// complete, but a scan under another join's build side (TPC-H q18: orders,
+/// filtered by the `IN (subquery)` semi join above) may be started early by
+/// an operator that runs its inputs eagerly; it would otherwise take an
+/// empty filter. The bound (Doris' `runtime_filter_wait_time_ms`) keeps a
+/// scan from waiting on a join that never finishes its build.
+pub async fn wait_complete(filters: &[Arc<dyn PhysicalExpr>], wait: std::time::Duration) {
+    let mut dynamic = vec![];
+    for f in filters {
+        let _ = f.apply(|e| {
+            if let Some(d) = e.downcast_ref::<DynamicFilterPhysicalExpr>() {
+                dynamic.push(d);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+    }
+    if dynamic.is_empty() {
+        return;
+    }
+    let all = futures::future::join_all(dynamic.iter().map(|d| d.wait_complete()));
+    let _ = tokio::time::timeout(wait, all).await;
+}
+
 pub fn current_filter(
     filters: &[Arc<dyn PhysicalExpr>],
     max_in: usize,

@@ -414,6 +414,18 @@ impl TableProvider for OlapTable {
                 }
                 Distribution::Random { .. } => "RANDOM".into(),
             },
+            colocated: match &self.table.distribution {
+                Distribution::Hash { columns, .. } => {
+                    let mut cols = columns.clone();
+                    if parts.len() > 1
+                        && let Some(c) = &self.table.partition_column
+                    {
+                        cols.push(c.clone());
+                    }
+                    Some(cols)
+                }
+                Distribution::Random { .. } => None,
+            },
         };
         Ok(Arc::new(BeFragmentExec::new(
             self.fe.clone(),
