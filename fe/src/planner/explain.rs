@@ -505,7 +505,7 @@ fn inline_projections(
 
 /// Whether `plan` is the scan, or filters and projections right above it
 /// (which EXPLAIN folds into the scan node).
-fn over_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {
+pub(crate) fn over_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {
     if plan.downcast_ref::<OlapScanExec>().is_some() {
         return true;
     }

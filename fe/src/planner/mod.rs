@@ -105,6 +105,9 @@ pub fn statement_context(
     // MySQL reads numeric literals with a point (and integers too large for
     // BIGINT) as exact DECIMAL values, not floats.
     config.options_mut().sql_parser.parse_float_as_decimal = true;
+    // MySQL and Doris sort NULL as the smallest value: first in ASC, last in
+    // DESC (DataFusion's default is the opposite).
+    config.options_mut().sql_parser.default_null_ordering = "nulls_min".into();
     let opts = config.options_mut();
     // Joins publish their build keys for the probe scans (runtime filters):
     // an IN list (a bloom filter beyond runtime_filter_max_in_num) for up to

@@ -171,7 +171,8 @@ fn fits(filter: &Arc<dyn PhysicalExpr>, scan: &Arc<dyn ExecutionPlan>) -> bool {
     })
 }
 
-/// Drops the runtime filters of joins whose build side reads whole tables:
+/// Keeps only the runtime filters of hash joins, and drops those of joins
+/// whose build side reads whole tables:
 /// their keys are every key the table has, so the filter would cost a check
 /// per probe row and drop nothing (Doris prunes these too). Runs after
 /// DataFusion has pushed the dynamic filters down; a join whose filter no
@@ -185,12 +186,13 @@ impl PhysicalOptimizerRule for PruneUselessRuntimeFilters {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let mut useless = HashSet::new();
+        // The join filters worth applying.
+        let mut useful = HashSet::new();
         plan.apply(|p| {
             if let Some(j) = p.downcast_ref::<HashJoinExec>()
-                && reads_whole_tables(j.left())
+                && !reads_whole_tables(j.left())
             {
-                useless.extend(
+                useful.extend(
                     j.dynamic_expressions_produced()
                         .iter()
                         .filter_map(|d| d.expression_id()),
@@ -198,15 +200,21 @@ impl PhysicalOptimizerRule for PruneUselessRuntimeFilters {
             }
             Ok(TreeNodeRecursion::Continue)
         })?;
-        if useless.is_empty() {
-            return Ok(plan);
-        }
         Ok(plan
             .transform_up(|p| {
                 let Some(be) = p.downcast_ref::<BeFragmentExec>() else {
                     return Ok(Transformed::no(p));
                 };
-                match be.without_runtime_filters(&useless) {
+                // Dropped too: dynamic filters of other operators (a TopK
+                // sort's threshold), which are complete only once the scan
+                // has been read, so a scan would wait on them in vain.
+                let drop: HashSet<u64> = be
+                    .runtime_filters()
+                    .iter()
+                    .filter_map(|f| f.expression_id())
+                    .filter(|id| !useful.contains(id))
+                    .collect();
+                match be.without_runtime_filters(&drop) {
                     Some(n) => Ok(Transformed::yes(Arc::new(n) as Arc<dyn ExecutionPlan>)),
                     None => Ok(Transformed::no(p)),
                 }
@@ -227,7 +235,14 @@ impl PhysicalOptimizerRule for PruneUselessRuntimeFilters {
 /// without predicates (or runtime filters) under operators that keep rows.
 fn reads_whole_tables(plan: &Arc<dyn ExecutionPlan>) -> bool {
     if let Some(be) = plan.downcast_ref::<BeFragmentExec>() {
-        return be.info.predicates.is_empty() && be.runtime_filters().is_empty();
+        // A fragment that aggregates and filters the groups (a colocated
+        // GROUP BY ... HAVING) does not return every key of its table.
+        return be.info.predicates.is_empty()
+            && be.runtime_filters().is_empty()
+            && be
+                .fragments()
+                .iter()
+                .all(|(_, f)| super::explain::over_scan(f));
     }
     super::explain::transparent(plan) && plan.children().iter().all(|c| reads_whole_tables(c))
 }
