@@ -341,21 +341,10 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for FinishColocatedAg
                     .is_some_and(|(_, p)| p.downcast_ref::<AggregateExec>().is_some())
             {
                 let filter = node.clone();
-                let pushed = be.map_fragments(node.schema(), |frag| {
+                return Ok(push_onto_fragments(node.clone(), be, &[], |frag| {
                     #[allow(deprecated)]
-                    let moved = filter.clone().with_new_children(vec![frag])?;
-                    datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(
-                        moved.clone(),
-                        &tethys_common::plan::TethysCodec,
-                    )?;
-                    Ok(moved)
-                });
-                return match pushed {
-                    Ok(pushed) => Ok(Transformed::yes(
-                        Arc::new(pushed) as Arc<dyn datafusion::physical_plan::ExecutionPlan>
-                    )),
-                    Err(_) => Ok(Transformed::no(node)),
-                };
+                    filter.clone().with_new_children(vec![frag])
+                }));
             }
             let Some(fin) = node.downcast_ref::<AggregateExec>() else {
                 return Ok(Transformed::no(node));
@@ -420,39 +409,29 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for FinishColocatedAg
                 partial.filter_expr().to_vec(),
             );
             let input_schema = partial.input_schema();
-            let pushed = be.map_fragments(node.schema(), |frag| {
-                let mut plan = frag;
-                for p in projections.iter().rev() {
-                    #[allow(deprecated)]
-                    let moved = p.clone().with_new_children(vec![plan])?;
-                    plan = moved;
-                }
-                let agg: Arc<dyn datafusion::physical_plan::ExecutionPlan> =
-                    Arc::new(AggregateExec::try_new(
-                        AggregateMode::SinglePartitioned,
-                        group_by.clone(),
-                        aggr.clone(),
-                        filters.clone(),
-                        plan,
-                        input_schema.clone(),
-                    )?);
-                if agg.schema().fields() != node.schema().fields() {
-                    return Err(datafusion::error::DataFusionError::Plan(
-                        "colocated aggregate changes the output schema".into(),
-                    ));
-                }
-                datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(
-                    agg.clone(),
-                    &tethys_common::plan::TethysCodec,
-                )?;
-                Ok(agg)
-            });
-            match pushed {
-                Ok(pushed) => Ok(Transformed::yes(
-                    Arc::new(pushed) as Arc<dyn datafusion::physical_plan::ExecutionPlan>
-                )),
-                Err(_) => Ok(Transformed::no(node)),
-            }
+            let schema = node.schema();
+            Ok(push_onto_fragments(
+                node.clone(),
+                be,
+                &projections,
+                |plan| {
+                    let agg: Arc<dyn datafusion::physical_plan::ExecutionPlan> =
+                        Arc::new(AggregateExec::try_new(
+                            AggregateMode::SinglePartitioned,
+                            group_by.clone(),
+                            aggr.clone(),
+                            filters.clone(),
+                            plan,
+                            input_schema.clone(),
+                        )?);
+                    if agg.schema().fields() != schema.fields() {
+                        return Err(datafusion::error::DataFusionError::Plan(
+                            "colocated aggregate changes the output schema".into(),
+                        ));
+                    }
+                    Ok(agg)
+                },
+            ))
         })
         .map(|t| t.data)
     }
@@ -513,28 +492,15 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToB
                 return Ok(Transformed::no(node));
             };
             let agg_node = node.clone();
-            let pushed = be.map_fragments(node.schema(), |frag| {
-                let mut plan = frag;
-                for p in projections.iter().rev() {
+            Ok(push_onto_fragments(
+                node.clone(),
+                be,
+                &projections,
+                |plan| {
                     #[allow(deprecated)]
-                    let moved = p.clone().with_new_children(vec![plan])?;
-                    plan = moved;
-                }
-                #[allow(deprecated)]
-                let moved = agg_node.clone().with_new_children(vec![plan])?;
-                // Anything the backend cannot decode stays on the FE.
-                datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(
-                    moved.clone(),
-                    &tethys_common::plan::TethysCodec,
-                )?;
-                Ok(moved)
-            });
-            match pushed {
-                Ok(pushed) => Ok(Transformed::yes(
-                    Arc::new(pushed) as Arc<dyn datafusion::physical_plan::ExecutionPlan>
-                )),
-                Err(_) => Ok(Transformed::no(node)),
-            }
+                    agg_node.clone().with_new_children(vec![plan])
+                },
+            ))
         })
         .map(|t| t.data)
     }
@@ -545,6 +511,39 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToB
 
     fn schema_check(&self) -> bool {
         true
+    }
+}
+
+/// `node` replaced by `be` with `top` applied to each fragment after the
+/// `projections` (innermost last) are moved onto it; `node` unchanged when
+/// that fails or the backend could not decode the result.
+fn push_onto_fragments(
+    node: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    be: &remote::BeFragmentExec,
+    projections: &[Arc<dyn datafusion::physical_plan::ExecutionPlan>],
+    top: impl Fn(
+        Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>>,
+) -> datafusion::common::tree_node::Transformed<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    use datafusion::common::tree_node::Transformed;
+    let pushed = be.map_fragments(node.schema(), |frag| {
+        let mut plan = frag;
+        for p in projections.iter().rev() {
+            #[allow(deprecated)]
+            let moved = p.clone().with_new_children(vec![plan])?;
+            plan = moved;
+        }
+        let plan = top(plan)?;
+        // Anything the backend cannot decode stays on the FE.
+        datafusion_proto::bytes::physical_plan_to_bytes_with_extension_codec(
+            plan.clone(),
+            &tethys_common::plan::TethysCodec,
+        )?;
+        Ok(plan)
+    });
+    match pushed {
+        Ok(pushed) => Transformed::yes(Arc::new(pushed)),
+        Err(_) => Transformed::no(node),
     }
 }
 
