@@ -11,6 +11,11 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use tethys_common::config::ports;
 
+/// mimalloc serves the many short-lived page and batch buffers of a query
+/// far faster than glibc malloc.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "tethys",

@@ -141,3 +141,76 @@ async fn runtime_filters_keep_answers_and_show_in_explain() {
         .join("\n");
     assert!(!plan.contains("runtime filters"), "{plan}");
 }
+
+/// A join whose probe keys come from two tables joined below it (TPC-H
+/// q05's `l_suppkey = s_suppkey AND c_nationkey = s_nationkey`) hashes on
+/// the big table's key only and checks the other pair as a join predicate,
+/// so its runtime filter reaches the big table's scan.
+#[tokio::test]
+async fn runtime_filter_of_a_join_on_keys_from_two_tables_reaches_the_scan() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    for s in [
+        "CREATE DATABASE rf2",
+        "USE rf2",
+        "CREATE TABLE sales (id BIGINT NOT NULL, cust INT, supp INT, amount INT) \
+         DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 3",
+        "CREATE TABLE cust (cust INT NOT NULL, nation INT) \
+         DUPLICATE KEY(cust) DISTRIBUTED BY HASH(cust) BUCKETS 1",
+        "CREATE TABLE supp (supp INT NOT NULL, nation INT, region VARCHAR(8)) \
+         DUPLICATE KEY(supp) DISTRIBUTED BY HASH(supp) BUCKETS 1",
+    ] {
+        c.query_drop(s).await.expect(s);
+    }
+    let sales: Vec<String> = (0..5000)
+        .map(|i| format!("({i}, {}, {}, {})", i % 500, (i * 7) % 100, i % 13))
+        .collect();
+    c.query_drop(format!("INSERT INTO sales VALUES {}", sales.join(",")))
+        .await
+        .expect("sales");
+    let custs: Vec<String> = (0..500).map(|i| format!("({i}, {})", i % 5)).collect();
+    c.query_drop(format!("INSERT INTO cust VALUES {}", custs.join(",")))
+        .await
+        .expect("cust");
+    let supps: Vec<String> = (0..100)
+        .map(|i| format!("({i}, {}, '{}')", i % 5, if i < 10 { "ASIA" } else { "EU" }))
+        .collect();
+    c.query_drop(format!("INSERT INTO supp VALUES {}", supps.join(",")))
+        .await
+        .expect("supp");
+    let q = "SELECT count(*), sum(s.amount) FROM sales s JOIN cust c ON s.cust = c.cust \
+             JOIN supp p ON s.supp = p.supp AND c.nation = p.nation WHERE p.region = 'ASIA'";
+    // Reference: supplier i < 10 has nation i % 5; sale i's customer has
+    // nation (i % 500) % 5 = i % 5, its supplier (7 i) % 100.
+    let (mut n, mut sum) = (0, 0);
+    for i in 0..5000 {
+        let supp = (i * 7) % 100;
+        if supp < 10 && supp % 5 == i % 5 {
+            n += 1;
+            sum += i % 13;
+        }
+    }
+    assert_eq!(rows(&mut c, q).await, vec![format!("{n}|{sum}")]);
+    c.query_drop("SET runtime_filter_mode = 'OFF'")
+        .await
+        .expect("off");
+    assert_eq!(rows(&mut c, q).await, vec![format!("{n}|{sum}")]);
+    c.query_drop("SET runtime_filter_mode = 'GLOBAL'")
+        .await
+        .expect("on");
+    let plan = rows(&mut c, &format!("EXPLAIN ANALYZE {q}"))
+        .await
+        .join("\n");
+    assert!(plan.contains("other join predicates: nation@"), "{plan}");
+    // The sales scan gets the supplier join's filter on `supp` and returns
+    // only the rows of the ten ASIA suppliers (a tenth).
+    let sales_scan = plan
+        .split("VOlapScanNode")
+        .find(|s| s.contains("TABLE: rf2.sales"))
+        .unwrap_or_else(|| panic!("{plan}"));
+    assert!(sales_scan.contains("-> supp@"), "{plan}");
+    assert!(
+        sales_scan.lines().any(|l| l.trim() == "RowsProduced: 500"),
+        "{plan}"
+    );
+}

@@ -483,6 +483,18 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
                 .collect();
             filtered(&["Variable_name", "Value", "Default_Value", "Changed"], rows, &filter).await
         }
+        Statement::ShowQueryProfile { id: None } => string_rows(
+            &crate::profile::LIST_COLUMNS,
+            fe.profiles.list().iter().map(|p| p.list_row()).collect(),
+        ),
+        Statement::ShowQueryProfile { id: Some(id) } => match fe.profiles.get(&id) {
+            Some(p) => string_rows(&["Profile"], p.lines().into_iter().map(|l| vec![l]).collect()),
+            None => Err(TethysError::Analysis(format!(
+                "query profile {id} not found: it was not recorded (SET enable_profile = true \
+                 before the query) or is no longer kept (the last {} are)",
+                crate::profile::MAX_PROFILES
+            ))),
+        },
         Statement::ShowProcessList => {
             let rows = fe
                 .conns()
@@ -796,6 +808,7 @@ async fn run_query(
     sql: &str,
     label: Option<String>,
 ) -> Result<Output> {
+    let started = chrono::Local::now();
     let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
     let mut ctx_of_stmt = statement_ctx(fe, session, label);
     // Group commit takes INSERT ... VALUES without a label, as in Doris.
@@ -843,8 +856,31 @@ async fn run_query(
             TethysError::NotSupported("this statement is not supported".into()),
         ),
         _ => {
+            let names: Vec<String> = plan
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
             let df = ctx.execute_logical_plan(plan).await?;
-            let stream = df.execute_stream().await?;
+            let stream = if session.vars.enable_profile() {
+                let physical = df.create_physical_plan().await?;
+                let inner =
+                    datafusion::physical_plan::execute_stream(physical.clone(), ctx.task_ctx())?;
+                let pending = crate::profile::Pending {
+                    store: fe.profiles.clone(),
+                    plan: physical,
+                    names,
+                    id: stmt.query_id.clone(),
+                    start: started,
+                    user: session.user.clone(),
+                    db: session.database.clone().unwrap_or_default(),
+                    sql: sql.to_string(),
+                };
+                Box::pin(crate::profile::ProfiledStream::new(inner, pending))
+            } else {
+                df.execute_stream().await?
+            };
             let fe2 = fe.clone();
             let session2 = session.clone();
             let schema = stream.schema();

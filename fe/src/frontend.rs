@@ -50,6 +50,8 @@ pub struct Frontend {
     pub txn: TxnManager,
     /// Rows per partition, for the optimizer.
     pub stats: crate::planner::stats::StatsCache,
+    /// Recent query profiles (`SET enable_profile = true`).
+    pub profiles: Arc<crate::profile::ProfileStore>,
     conns: Mutex<BTreeMap<u32, Arc<ConnHandle>>>,
     next_conn: AtomicU32,
     query_seq: AtomicU64,
@@ -63,6 +65,7 @@ impl Frontend {
             catalog,
             pool,
             stats: Default::default(),
+            profiles: Default::default(),
             conns: Mutex::new(BTreeMap::new()),
             next_conn: AtomicU32::new(1),
             query_seq: AtomicU64::new(1),

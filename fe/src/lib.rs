@@ -11,6 +11,7 @@ pub mod http;
 pub mod load_plan;
 pub mod mysql;
 pub mod planner;
+pub mod profile;
 pub mod rpc;
 pub mod server;
 pub mod session;

@@ -237,6 +237,10 @@ impl Variables {
 
     /// Whether joins push runtime filters to scans (`runtime_filter_mode`
     /// other than OFF).
+    pub fn enable_profile(&self) -> bool {
+        self.get("enable_profile").is_some_and(|v| v == "true")
+    }
+
     pub fn runtime_filters(&self) -> bool {
         !self
             .get("runtime_filter_mode")

@@ -18,7 +18,9 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, UInt32Array};
-use arrow::compute::{filter, prep_null_mask_filter, take};
+use arrow::buffer::BooleanBuffer;
+use arrow::compute::kernels::boolean::and;
+use arrow::compute::{FilterBuilder, FilterPredicate, prep_null_mask_filter, take};
 use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -54,10 +56,34 @@ struct Conjunct {
 pub enum PageRows {
     /// Every row passes: no filtering needed.
     All,
+    /// The rows this filter (over the whole page) keeps pass.
+    Filter(FilterPredicate),
     /// These rows (positions in the page, ascending) pass.
-    Some(UInt32Array),
+    Take(UInt32Array),
     /// No row passes.
     None,
+}
+
+impl PageRows {
+    /// How many of the page's `rows` rows pass.
+    pub fn count(&self, rows: usize) -> usize {
+        match self {
+            PageRows::All => rows,
+            PageRows::Filter(f) => f.count(),
+            PageRows::Take(idx) => idx.len(),
+            PageRows::None => 0,
+        }
+    }
+
+    /// The passing rows of `whole`, a column of the page.
+    pub fn apply(&self, whole: ArrayRef) -> Result<ArrayRef> {
+        Ok(match self {
+            PageRows::All => whole,
+            PageRows::Filter(f) => f.filter(whole.as_ref())?,
+            PageRows::Take(idx) => take(whole.as_ref(), idx, None)?,
+            PageRows::None => whole.slice(0, 0),
+        })
+    }
 }
 
 /// The scan predicate, split for per-page evaluation.
@@ -141,6 +167,12 @@ impl ScanPredicate {
     /// Evaluates the conjuncts not in `skip` over one page of `rows` rows.
     /// `read(i)` returns output column `i` of the page (whole); what was read
     /// is left in `columns`, already reduced to the returned rows.
+    ///
+    /// Conjuncts run over the rows still alive: while those are dense the
+    /// masks of successive conjuncts are ANDed over the full arrays (a
+    /// comparison over a whole page costs less than compacting it); once
+    /// fewer than a quarter remain, the columns read so far are compacted
+    /// and later conjuncts see only the survivors.
     pub fn evaluate(
         &mut self,
         rows: usize,
@@ -148,8 +180,12 @@ impl ScanPredicate {
         columns: &mut [Option<ArrayRef>],
         mut read: impl FnMut(usize) -> Result<ArrayRef>,
     ) -> Result<PageRows> {
-        let mut selected: Option<UInt32Array> = None;
+        // Page positions of the rows the arrays in `columns` hold (`None`:
+        // all of them), and the survivors among those (`None`: all).
+        let mut positions: Option<UInt32Array> = None;
+        let mut alive: Option<BooleanArray> = None;
         let mut current = rows;
+        let mut alive_count = rows;
         let mut evaluated = false;
         for &ci in &self.order {
             if skip(ci) {
@@ -161,7 +197,7 @@ impl ScanPredicate {
             for &col in &conj.columns {
                 if columns[col].is_none() {
                     let whole = read(col)?;
-                    columns[col] = Some(match &selected {
+                    columns[col] = Some(match &positions {
                         Some(idx) => take(whole.as_ref(), idx, None)?,
                         None => whole,
                     });
@@ -190,34 +226,61 @@ impl ScanPredicate {
                     }
                 }
                 ColumnarValue::Scalar(ScalarValue::Boolean(Some(true))) => {
-                    BooleanArray::from(vec![true; current])
+                    conj.rows_in += alive_count as u64;
+                    conj.rows_out += alive_count as u64;
+                    continue;
                 }
-                ColumnarValue::Scalar(_) => BooleanArray::from(vec![false; current]),
+                ColumnarValue::Scalar(_) => {
+                    BooleanArray::new(BooleanBuffer::new_unset(current), None)
+                }
+            };
+            let mask = match alive.take() {
+                Some(prev) => and(&prev, &mask)?,
+                None => mask,
             };
             let passed = mask.true_count();
-            conj.rows_in += current as u64;
+            conj.rows_in += alive_count as u64;
             conj.rows_out += passed as u64;
-            if passed == current {
-                continue;
-            }
             if passed == 0 {
                 self.page_done(evaluated);
                 return Ok(PageRows::None);
             }
-            for c in columns.iter_mut().flatten() {
-                *c = filter(c.as_ref(), &mask)?;
+            alive_count = passed;
+            if passed == current {
+                continue;
             }
-            let positions = match &selected {
-                Some(idx) => filter(idx, &mask)?,
-                None => filter(&UInt32Array::from_iter_values(0..rows as u32), &mask)?,
-            };
-            selected = Some(positions.as_primitive().clone());
+            if passed * 4 >= current {
+                alive = Some(mask);
+                continue;
+            }
+            // Sparse: compact what was read and continue on the survivors.
+            let keep = FilterBuilder::new(&mask).optimize().build();
+            for c in columns.iter_mut().flatten() {
+                *c = keep.filter(c.as_ref())?;
+            }
+            positions = Some(match &positions {
+                Some(idx) => keep.filter(idx)?.as_primitive().clone(),
+                None => keep
+                    .filter(&UInt32Array::from_iter_values(0..rows as u32))?
+                    .as_primitive()
+                    .clone(),
+            });
             current = passed;
         }
         self.page_done(evaluated);
-        Ok(match selected {
-            Some(idx) => PageRows::Some(idx),
-            None => PageRows::All,
+        let Some(mask) = alive else {
+            return Ok(match positions {
+                Some(idx) => PageRows::Take(idx),
+                None => PageRows::All,
+            });
+        };
+        let keep = FilterBuilder::new(&mask).optimize().build();
+        for c in columns.iter_mut().flatten() {
+            *c = keep.filter(c.as_ref())?;
+        }
+        Ok(match positions {
+            Some(idx) => PageRows::Take(keep.filter(&idx)?.as_primitive().clone()),
+            None => PageRows::Filter(keep),
         })
     }
 
@@ -290,6 +353,12 @@ mod tests {
         binary(col(c, s).unwrap(), op, lit(v), s).unwrap()
     }
 
+    /// `a <op> v AND b <op> v`.
+    fn a_and_b(s: &SchemaRef, a: (Operator, i64), b: (Operator, i64)) -> ScanPredicate {
+        let parts = vec![cmp(s, "a", a.0, a.1), cmp(s, "b", b.0, b.1)];
+        ScanPredicate::new(&and_of(s, parts), s).unwrap()
+    }
+
     #[test]
     fn zone_maps_prove_conjuncts_true() {
         let s = schema();
@@ -330,17 +399,7 @@ mod tests {
     fn selective_conjunct_moves_first_and_spares_reads() {
         let s = schema();
         // `a >= 0` keeps everything, `b = 7` one row in a hundred.
-        let mut p = ScanPredicate::new(
-            &and_of(
-                &s,
-                vec![
-                    cmp(&s, "a", Operator::GtEq, 0),
-                    cmp(&s, "b", Operator::Eq, 7),
-                ],
-            ),
-            &s,
-        )
-        .unwrap();
+        let mut p = a_and_b(&s, (Operator::GtEq, 0), (Operator::Eq, 7));
         let rows = 1000;
         let a: ArrayRef = Arc::new(Int64Array::from_iter_values(0..rows as i64));
         let b: ArrayRef = Arc::new(Int64Array::from_iter(
@@ -364,8 +423,8 @@ mod tests {
         };
         for _ in 0..REORDER_EVERY {
             let (r, cols) = run();
-            let PageRows::Some(idx) = r else {
-                panic!("expected some rows")
+            let PageRows::Take(idx) = r else {
+                panic!("expected a sparse selection")
             };
             // Rows 7, 107, ...: b = 7, and the null b rows are dropped.
             assert_eq!(
@@ -412,5 +471,50 @@ mod tests {
             .unwrap();
         assert!(matches!(r, PageRows::All));
         assert!(cols[1].is_none());
+    }
+
+    #[test]
+    fn dense_conjuncts_and_their_masks_without_compacting() {
+        let s = schema();
+        // `a >= 300` keeps 70%, `b < 50` half of those: never below a
+        // quarter, so the page ends as one filter over the whole page.
+        let mut p = a_and_b(&s, (Operator::GtEq, 300), (Operator::Lt, 50));
+        let rows = 1000;
+        let a: ArrayRef = Arc::new(Int64Array::from_iter_values(0..rows as i64));
+        let b: ArrayRef = Arc::new(Int64Array::from_iter_values(
+            (0..rows as i64).map(|i| i % 100),
+        ));
+        let mut cols = vec![None, None];
+        let r = p
+            .evaluate(
+                rows,
+                |_| false,
+                &mut cols,
+                |i| Ok(if i == 0 { a.clone() } else { b.clone() }),
+            )
+            .unwrap();
+        assert!(matches!(r, PageRows::Filter(_)));
+        assert_eq!(r.count(rows), 350);
+        let want: Vec<i64> = (300..1000).filter(|i| i % 100 < 50).collect();
+        let got_a = cols[0]
+            .as_ref()
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        assert_eq!(got_a.values().to_vec(), want);
+        let got_b = cols[1]
+            .as_ref()
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        assert_eq!(got_b.len(), 350);
+        // An unread column gets the same rows through `apply`.
+        let c: ArrayRef = Arc::new(Int64Array::from_iter_values(0..rows as i64));
+        let got_c = r.apply(c).unwrap();
+        assert_eq!(
+            got_c
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec(),
+            want
+        );
     }
 }

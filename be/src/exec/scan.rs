@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::{BatchCoalescer, take};
+use arrow::compute::BatchCoalescer;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
@@ -388,11 +388,7 @@ impl ScanState {
                 )?,
                 None => PageRows::All,
             };
-            let kept = match &selected {
-                PageRows::None => 0,
-                PageRows::All => rows,
-                PageRows::Some(idx) => idx.len(),
-            };
+            let kept = selected.count(rows);
             counters.rows_pred_filtered.add(rows - kept);
             if kept == 0 {
                 continue;
@@ -402,10 +398,9 @@ impl ScanState {
             // pages with surviving rows, only those rows.
             let mut arrays = Vec::with_capacity(columns.len());
             for (out_i, c) in columns.into_iter().enumerate() {
-                arrays.push(match (c, &selected) {
-                    (Some(a), _) => a,
-                    (None, PageRows::Some(idx)) => take(read(out_i)?.as_ref(), idx, None)?,
-                    (None, _) => read(out_i)?,
+                arrays.push(match c {
+                    Some(a) => a,
+                    None => selected.apply(read(out_i)?)?,
                 });
             }
             return Ok(Some(RecordBatch::try_new_with_options(

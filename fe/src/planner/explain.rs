@@ -185,6 +185,9 @@ impl Builder {
             for (l, r) in j.on() {
                 attrs.push(format!("equal join conjunct: ({l} = {r})"));
             }
+            if let Some(f) = j.filter() {
+                attrs.push(format!("other join predicates: {}", join_filter_sql(j, f)));
+            }
             if let Some(rf) = j
                 .dynamic_expressions_produced()
                 .iter()
@@ -535,4 +538,40 @@ fn aggregate_sql(
         .collect();
     let distinct = if e.is_distinct() { "DISTINCT " } else { "" };
     format!("{name}({distinct}{})", args.join(", "))
+}
+
+/// A join filter over the join's inputs' columns (`name@index` of the
+/// side's schema, as the equal join conjuncts are shown), not over the
+/// filter's own intermediate schema.
+fn join_filter_sql(
+    j: &HashJoinExec,
+    f: &datafusion::physical_plan::joins::utils::JoinFilter,
+) -> String {
+    use datafusion::common::JoinSide;
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::physical_expr::expressions::Column;
+    let renamed = f.expression().clone().transform_up(|e| {
+        let Some(c) = e.downcast_ref::<Column>() else {
+            return Ok(Transformed::no(e));
+        };
+        let Some(ci) = f.column_indices().get(c.index()) else {
+            return Ok(Transformed::no(e));
+        };
+        let schema = match ci.side {
+            JoinSide::Left => j.left().schema(),
+            JoinSide::Right => j.right().schema(),
+            JoinSide::None => return Ok(Transformed::no(e)),
+        };
+        let name = match schema.fields().get(ci.index) {
+            Some(field) => field.name().clone(),
+            None => return Ok(Transformed::no(e)),
+        };
+        Ok(Transformed::yes(
+            Arc::new(Column::new(&name, ci.index)) as Arc<dyn PhysicalExpr>
+        ))
+    });
+    match renamed {
+        Ok(t) => t.data.to_string(),
+        Err(_) => f.expression().to_string(),
+    }
 }

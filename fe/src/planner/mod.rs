@@ -7,6 +7,7 @@
 //! (scan, filter, projection), serialized and sent over Arrow Flight.
 
 pub mod explain;
+pub mod join_keys;
 pub mod join_order;
 pub mod remote;
 pub mod runtime_filter;
@@ -65,7 +66,8 @@ pub struct StatementCtx {
 
 /// DataFusion's physical optimizer rules with Tethys' own: colocated
 /// aggregations finished on the backends first, the build-side choice
-/// before `JoinSelection`, and the partial aggregation pushed into backend
+/// before `JoinSelection`, hash keys a runtime filter can push down after
+/// it, and the partial aggregation pushed into backend
 /// fragments at the end.
 fn physical_rules()
 -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
@@ -75,6 +77,8 @@ fn physical_rules()
         .position(|r| r.name() == "join_selection")
         .unwrap_or(0);
     rules.insert(at, Arc::new(join_order::BuildSmallerSide));
+    // After JoinSelection (at + 1) has fixed the probe sides.
+    rules.insert(at + 2, Arc::new(join_keys::KeyOnOneProbeInput));
     rules.insert(0, Arc::new(FinishColocatedAggOnBackend));
     rules.push(Arc::new(runtime_filter::PruneUselessRuntimeFilters));
     rules.push(Arc::new(PushPartialAggToBackend));

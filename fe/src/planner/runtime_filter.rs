@@ -34,7 +34,7 @@ use super::remote::BeFragmentExec;
 
 /// Build sides with up to this many distinct keys give an IN list (or bloom
 /// filter); bigger ones give only the key bounds.
-pub const MAX_FILTER_KEYS: usize = 1 << 16;
+pub const MAX_FILTER_KEYS: usize = 1 << 18;
 
 /// The filter the fragment's scan should apply now: every accepted runtime
 /// filter as it currently stands, IN lists of more than `max_in` values
@@ -94,30 +94,44 @@ fn is_true(e: &Arc<dyn PhysicalExpr>) -> bool {
 /// load per row), else a bloom filter when the list has more than `max_in`
 /// values.
 fn compact_in_lists(e: Arc<dyn PhysicalExpr>, max_in: usize) -> Result<Arc<dyn PhysicalExpr>> {
-    Ok(e.transform_up(|e| {
-        let Some(list) = e.downcast_ref::<InListExpr>() else {
-            return Ok(Transformed::no(e));
+    // Not `transform_up`: that would visit every literal of a list of a
+    // quarter million keys; an IN list's own children are never rewritten.
+    let Some(list) = e.downcast_ref::<InListExpr>() else {
+        let children = e.children();
+        if children.is_empty() {
+            return Ok(e);
+        }
+        let mut changed = false;
+        let mut new_children = Vec::with_capacity(children.len());
+        for c in children {
+            let n = compact_in_lists(c.clone(), max_in)?;
+            changed |= !Arc::ptr_eq(&n, c);
+            new_children.push(n);
+        }
+        return if changed {
+            e.with_new_children(new_children)
+        } else {
+            Ok(e)
         };
-        if list.negated() {
-            return Ok(Transformed::no(e));
-        }
-        let Some(values) = literal_values(list.list()) else {
-            return Ok(Transformed::no(e));
-        };
-        if let Some(b) = BitmapFilterExpr::build(list.expr().clone(), &values)
-            && b.wire_len() <= (64 << 10).max(16 * list.len())
-        {
-            return Ok(Transformed::yes(Arc::new(b) as Arc<dyn PhysicalExpr>));
-        }
-        if list.len() <= max_in {
-            return Ok(Transformed::no(e));
-        }
-        Ok(match BloomFilterExpr::build(list.expr().clone(), &values) {
-            Some(b) => Transformed::yes(Arc::new(b) as Arc<dyn PhysicalExpr>),
-            None => Transformed::no(e),
-        })
-    })?
-    .data)
+    };
+    if list.negated() {
+        return Ok(e);
+    }
+    let Some(values) = literal_values(list.list()) else {
+        return Ok(e);
+    };
+    if let Some(b) = BitmapFilterExpr::build(list.expr().clone(), &values)
+        && b.wire_len() <= (64 << 10).max(16 * list.len())
+    {
+        return Ok(Arc::new(b));
+    }
+    if list.len() <= max_in {
+        return Ok(e);
+    }
+    Ok(match BloomFilterExpr::build(list.expr().clone(), &values) {
+        Some(b) => Arc::new(b),
+        None => e,
+    })
 }
 
 fn literal_values(list: &[Arc<dyn PhysicalExpr>]) -> Option<ArrayRef> {

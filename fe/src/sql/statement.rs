@@ -165,6 +165,11 @@ pub enum Statement {
         filter: ShowFilter,
     },
     ShowProcessList,
+    /// `SHOW QUERY PROFILE ["/" | "/<query id>"]`.
+    ShowQueryProfile {
+        /// The query id, or `None` for the list.
+        id: Option<String>,
+    },
     ShowBackends,
     ShowFrontends,
     ShowTransaction {
@@ -1030,6 +1035,22 @@ fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         show_filter(t, sql)?;
         return Ok(Statement::ShowEmpty {
             columns: vec!["Variable_name", "Value"],
+        });
+    }
+    if t.eat_kws(&["query", "profile"]) {
+        let path = if t.at_end() {
+            "/".to_string()
+        } else {
+            t.string()?
+        };
+        let id = path.trim().trim_matches('/');
+        if id.contains('/') {
+            return Err(TethysError::NotSupported(format!(
+                "profile path {path}: only \"/\" and \"/<query id>\" are supported"
+            )));
+        }
+        return Ok(Statement::ShowQueryProfile {
+            id: (!id.is_empty()).then(|| id.to_string()),
         });
     }
     if t.eat_kw("processlist") {
