@@ -213,4 +213,43 @@ async fn runtime_filter_of_a_join_on_keys_from_two_tables_reaches_the_scan() {
         sales_scan.lines().any(|l| l.trim() == "RowsProduced: 500"),
         "{plan}"
     );
+
+    // TPC-H q02's shape: a decorrelated per-customer minimum, semi-joined
+    // on the customer and the minimum. Keyed on the customer alone, the
+    // join's filter passes the aggregation and reaches the inner sales scan.
+    let q = "SELECT s.id, s.amount FROM sales s JOIN cust c ON s.cust = c.cust \
+             WHERE c.nation = 1 AND c.cust < 50 AND s.amount = \
+             (SELECT min(s2.amount) FROM sales s2 WHERE s2.cust = s.cust) ORDER BY s.id";
+    let with_filters = rows(&mut c, q).await;
+    c.query_drop("SET runtime_filter_mode = 'OFF'")
+        .await
+        .expect("off");
+    let without = rows(&mut c, q).await;
+    c.query_drop("SET runtime_filter_mode = 'GLOBAL'")
+        .await
+        .expect("on");
+    // Customers 1, 6, ..., 46 (nation 1), each with sales i = cust + 500 k;
+    // amounts i % 13, so each customer's minimum sale.
+    let mut want = vec![];
+    for cust in (1..50).filter(|c| c % 5 == 1) {
+        let sales: Vec<i64> = (0..10).map(|k| cust + 500 * k).collect();
+        let min = sales.iter().map(|i| i % 13).min().unwrap_or_default();
+        want.extend(
+            sales
+                .iter()
+                .filter(|i| *i % 13 == min)
+                .map(|i| format!("{i}|{min}")),
+        );
+    }
+    want.sort_by_key(|r| r.split('|').next().and_then(|v| v.parse::<i64>().ok()));
+    assert_eq!(with_filters, want);
+    assert_eq!(without, want);
+    let plan = rows(&mut c, &format!("EXPLAIN ANALYZE {q}"))
+        .await
+        .join("\n");
+    assert!(
+        plan.contains("LEFTSEMI JOIN") || plan.contains("RIGHTSEMI JOIN"),
+        "{plan}"
+    );
+    assert!(plan.contains("other join predicates: amount@"), "{plan}");
 }

@@ -9,7 +9,10 @@
 //! suppliers qualify. This rule keeps as hash keys only the pairs whose
 //! probe columns come from the biggest input and checks the others as the
 //! join's filter, which is equivalent for every row: a filter on `l_suppkey`
-//! alone then reaches the lineitem scan.
+//! alone then reaches the lineitem scan. Grouping columns count as their
+//! input's: q02's decorrelated `min(ps_supplycost)` per part is semi-joined
+//! on `ps_partkey` and the minimum; keyed on `ps_partkey` alone, the filter
+//! passes the aggregation and reaches partsupp's scan.
 
 use std::sync::Arc;
 
@@ -24,6 +27,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::joins::utils::{ColumnIndex, JoinFilter};
@@ -32,7 +36,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use super::join_order::estimate_rows;
 
 /// Moves the hash key pairs whose probe columns come from other inputs than
-/// the biggest one into the join filter (inner joins only).
+/// the biggest one into the join filter (inner and semi joins).
 #[derive(Debug, Default)]
 pub struct KeyOnOneProbeInput;
 
@@ -65,7 +69,13 @@ impl PhysicalOptimizerRule for KeyOnOneProbeInput {
 }
 
 fn split_keys(j: &HashJoinExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    if j.on().len() < 2 || *j.join_type() != JoinType::Inner || j.null_aware {
+    // For inner and semi joins a row pair matching the hash keys and the
+    // filter is exactly one matching all equalities.
+    let kind_ok = matches!(
+        j.join_type(),
+        JoinType::Inner | JoinType::LeftSemi | JoinType::RightSemi
+    );
+    if j.on().len() < 2 || !kind_ok || j.null_aware {
         return Ok(None);
     }
     // The probe-side input each pair's probe column comes from.
@@ -81,6 +91,7 @@ fn split_keys(j: &HashJoinExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     }
     let first = &sources[0];
     if sources.iter().all(|s| Arc::ptr_eq(s, first)) {
+        tracing::debug!(on = ?j.on(), "join keys: one probe input");
         return Ok(None);
     }
     let Some(biggest) = sources
@@ -142,8 +153,9 @@ fn split_keys(j: &HashJoinExec) -> Result<Option<Arc<dyn ExecutionPlan>>> {
 
 /// The input below `plan` that column `index` of its output comes from:
 /// followed through joins, column projections, filters and operators that
-/// pass their input's columns through; the node where it stops (a backend
-/// fragment, an aggregation, a computed column) is the source.
+/// pass their input's columns through, and an aggregation's grouping
+/// columns; the node where it stops (a backend fragment, an aggregate
+/// value, a computed column) is the source.
 fn source_of(plan: &Arc<dyn ExecutionPlan>, index: usize) -> Option<Arc<dyn ExecutionPlan>> {
     if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
         let at = match j.projection.as_deref() {
@@ -185,6 +197,15 @@ fn source_of(plan: &Arc<dyn ExecutionPlan>, index: usize) -> Option<Arc<dyn Exec
             None => index,
         };
         return source_of(f.input(), at);
+    }
+    if let Some(a) = plan.downcast_ref::<AggregateExec>() {
+        // A grouping column is its input's column; an aggregate value is
+        // made here.
+        let groups = a.group_expr().expr();
+        return match groups.get(index).map(|(e, _)| e.downcast_ref::<Column>()) {
+            Some(Some(c)) if a.group_expr().groups().len() <= 1 => source_of(a.input(), c.index()),
+            _ => Some(plan.clone()),
+        };
     }
     let children = plan.children();
     match children.as_slice() {
