@@ -69,6 +69,10 @@ pub struct TableSchema {
     pub num_key_columns: usize,
     /// Page compression codec: "lz4" or "zstd".
     pub compression: String,
+    /// Columns whose pages carry a bloom filter of their values (the
+    /// `bloom_filter_columns` table property).
+    #[serde(default)]
+    pub bloom_filter_columns: Vec<String>,
 }
 
 impl TableSchema {
@@ -80,6 +84,15 @@ impl TableSchema {
                 .map(|c| c.arrow_field())
                 .collect::<Vec<_>>(),
         ))
+    }
+
+    /// Whether column `i`'s pages carry bloom filters.
+    pub fn has_bloom(&self, i: usize) -> bool {
+        self.columns.get(i).is_some_and(|c| {
+            self.bloom_filter_columns
+                .iter()
+                .any(|b| b.eq_ignore_ascii_case(&c.name))
+        })
     }
 
     /// Index of a column by name, case-insensitively.
@@ -104,6 +117,7 @@ impl TableSchema {
                 .collect(),
             num_key_columns: self.num_key_columns as u32,
             compression: self.compression.clone(),
+            bloom_filter_columns: self.bloom_filter_columns.clone(),
         }
     }
 
@@ -139,6 +153,7 @@ impl TableSchema {
             } else {
                 pb.compression.clone()
             },
+            bloom_filter_columns: pb.bloom_filter_columns.clone(),
         })
     }
 }
@@ -161,6 +176,7 @@ mod tests {
             }],
             num_key_columns: 0,
             compression: "zstd".into(),
+            bloom_filter_columns: vec![],
         };
         let back = TableSchema::from_pb(&s.to_pb()).unwrap();
         assert_eq!(back.columns[0].column_type, s.columns[0].column_type);

@@ -317,6 +317,7 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
         })
         .collect();
     let mut compression = "lz4".to_string();
+    let mut bloom_filter_columns = vec![];
     let mut properties = BTreeMap::new();
     for (k, v) in &ct.properties {
         let lk = k.to_ascii_lowercase();
@@ -349,6 +350,10 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
                 };
                 properties.insert(lk, v.to_ascii_uppercase());
             }
+            "bloom_filter_columns" => {
+                bloom_filter_columns = bloom_columns(&columns, v)?;
+                properties.insert(lk, v.clone());
+            }
             "group_commit_interval_ms" | "group_commit_data_bytes" => {
                 properties.insert(lk.clone(), check_group_commit_property(&lk, v)?);
             }
@@ -364,6 +369,7 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
         columns,
         num_key_columns: key_columns.len(),
         compression,
+        bloom_filter_columns,
     };
     let (distribution, auto_buckets) = match &ct.distribution {
         Some(d) if d.hash_columns.is_empty() => (
@@ -872,4 +878,39 @@ pub fn show_create_table(t: &Table) -> String {
     s.push_str(&props.join(",\n"));
     s.push_str("\n);");
     s
+}
+
+/// The columns named by the `bloom_filter_columns` property (comma
+/// separated), checked as Doris checks them: each must exist, at most once,
+/// and not be TINYINT, FLOAT, DOUBLE or BOOLEAN.
+fn bloom_columns(columns: &[Column], value: &str) -> Result<Vec<String>> {
+    let mut out: Vec<String> = vec![];
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let c = columns
+            .iter()
+            .find(|c| c.name.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                TethysError::Analysis(format!(
+                    "Bloom filter column does not exist in table. invalid column: {name}"
+                ))
+            })?;
+        let t = c.column_type.sql().to_ascii_uppercase();
+        if ["TINYINT", "FLOAT", "DOUBLE", "BOOLEAN"]
+            .iter()
+            .any(|b| t.starts_with(b))
+        {
+            return Err(TethysError::Analysis(format!(
+                "{t} is not supported in bloom filter index. invalid column: {}",
+                c.name
+            )));
+        }
+        if out.iter().any(|o| o.eq_ignore_ascii_case(&c.name)) {
+            return Err(TethysError::Analysis(format!(
+                "Duplicate bloom filter column: {}",
+                c.name
+            )));
+        }
+        out.push(c.name.clone());
+    }
+    Ok(out)
 }

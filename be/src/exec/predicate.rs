@@ -88,6 +88,10 @@ impl PageRows {
 
 /// The scan predicate, split for per-page evaluation.
 pub struct ScanPredicate {
+    /// `column = value` and `column IN (values)` conjuncts: output column
+    /// and the values' bloom-filter keys, for skipping pages whose bloom
+    /// filter holds none of them.
+    bloom_probes: Vec<(usize, Vec<Vec<u8>>)>,
     conjuncts: Vec<Conjunct>,
     /// Evaluation order (indices into `conjuncts`).
     order: Vec<usize>,
@@ -98,7 +102,11 @@ impl ScanPredicate {
     /// Splits `predicate` (over `schema`, the scan's output) into conjuncts.
     pub fn new(predicate: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Result<ScanPredicate> {
         let mut conjuncts = Vec::new();
+        let mut bloom_probes = Vec::new();
         for c in split_conjunction(predicate) {
+            if let Some(probe) = bloom_probe(c, schema) {
+                bloom_probes.push(probe);
+            }
             let mut cols: Vec<usize> = collect_columns(c).iter().map(|c| c.index()).collect();
             cols.sort_unstable();
             cols.dedup();
@@ -137,10 +145,17 @@ impl ScanPredicate {
         }
         let order = (0..conjuncts.len()).collect();
         Ok(ScanPredicate {
+            bloom_probes,
             conjuncts,
             order,
             pages_evaluated: 0,
         })
+    }
+
+    /// The `column = value` / `column IN (values)` conjuncts as (output
+    /// column, bloom keys of the values).
+    pub fn bloom_probes(&self) -> &[(usize, Vec<Vec<u8>>)] {
+        &self.bloom_probes
     }
 
     /// For each conjunct and each container of `stats`, whether its zone
@@ -304,6 +319,49 @@ impl ScanPredicate {
                 .sort_by(|&a, &b| rate(&cs[a]).total_cmp(&rate(&cs[b])));
         }
     }
+}
+
+/// `column = literal`, `literal = column` or `column IN (literals)` as the
+/// column and the literals' bloom keys, when the literals have the column's
+/// type (any integer width hashes alike).
+fn bloom_probe(e: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<(usize, Vec<Vec<u8>>)> {
+    use datafusion::physical_expr::expressions::{InListExpr, Literal};
+    let (col, values): (&Column, Vec<ScalarValue>) = if let Some(b) = e.downcast_ref::<BinaryExpr>()
+    {
+        if *b.op() != Operator::Eq {
+            return None;
+        }
+        match (
+            b.left().downcast_ref::<Column>(),
+            b.right().downcast_ref::<Literal>(),
+            b.left().downcast_ref::<Literal>(),
+            b.right().downcast_ref::<Column>(),
+        ) {
+            (Some(c), Some(l), _, _) | (_, _, Some(l), Some(c)) => (c, vec![l.value().clone()]),
+            _ => return None,
+        }
+    } else if let Some(l) = e.downcast_ref::<InListExpr>() {
+        if l.negated() {
+            return None;
+        }
+        let c = l.expr().downcast_ref::<Column>()?;
+        let values = l
+            .list()
+            .iter()
+            .map(|v| v.downcast_ref::<Literal>().map(|l| l.value().clone()))
+            .collect::<Option<Vec<_>>>()?;
+        (c, values)
+    } else {
+        return None;
+    };
+    let col_type = schema.fields().get(col.index())?.data_type();
+    let array = ScalarValue::iter_to_array(values).ok()?;
+    let same =
+        array.data_type() == col_type || (array.data_type().is_integer() && col_type.is_integer());
+    if !same {
+        return None;
+    }
+    Some((col.index(), tethys_common::plan::bloom_keys(&array)?))
 }
 
 /// The negation of a comparison (`a < b` -> `a >= b`), for proving with zone

@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::compute::BatchCoalescer;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -88,6 +88,7 @@ struct Counters {
     pages_skipped: Count,
     rows_stats_filtered: Count,
     rows_pred_filtered: Count,
+    rows_bloom_filtered: Count,
     bytes_read: Count,
     raw_bytes_read: Count,
     cached_pages: Count,
@@ -151,6 +152,7 @@ impl ExecutionPlan for TabletScanExec {
             pages_skipped: m("PagesSkipped"),
             rows_stats_filtered: m("RowsStatsFiltered"),
             rows_pred_filtered: m("RowsVectorPredFiltered"),
+            rows_bloom_filtered: m("RowsBloomFilterFiltered"),
             bytes_read: m("CompressedBytesRead"),
             raw_bytes_read: m("UncompressedBytesRead"),
             cached_pages: m("CachedPagesNum"),
@@ -348,6 +350,14 @@ impl ScanState {
                 counters.rows_stats_filtered.add(rows);
                 continue;
             }
+            if let Some(p) = &self.predicate
+                && !bloom_may_match(p, &s.seg, pi, &self.projection, &self.engine)
+                    .map_err(|e| corrupt_in(self.tablet_id, e))?
+            {
+                counters.pages_skipped.add(1);
+                counters.rows_bloom_filtered.add(rows);
+                continue;
+            }
             counters.pages_read.add(1);
             counters.rows_read.add(rows);
             let (seg, proven) = (&s.seg, &s.proven);
@@ -412,6 +422,58 @@ impl ScanState {
     }
 }
 
+/// Whether page `pi` may hold rows for every `column = value` / `IN`
+/// conjunct, by the bloom filters of the columns that have them (cached in
+/// the page cache under the column's id with the top bit set).
+fn bloom_may_match(
+    p: &ScanPredicate,
+    seg: &Segment,
+    pi: usize,
+    projection: &[usize],
+    engine: &StorageEngine,
+) -> tethys_common::Result<bool> {
+    for (out_i, keys) in p.bloom_probes() {
+        let Some(&c) = projection.get(*out_i) else {
+            continue;
+        };
+        let has = seg
+            .footer()
+            .columns
+            .get(c)
+            .and_then(|cm| cm.pages.get(pi))
+            .is_some_and(|pm| pm.bloom.is_some());
+        if !has {
+            continue;
+        }
+        let key = PageKey {
+            segment: seg.cache_id(),
+            column: c as u32 | 1 << 31,
+            page: pi as u32,
+        };
+        let cached = (key.segment != 0).then(|| engine.pages.get(&key)).flatten();
+        let bits: ArrayRef = match cached {
+            Some(a) => a,
+            None => {
+                let Some(bits) = seg.read_bloom(c, pi)? else {
+                    continue;
+                };
+                let a: ArrayRef = Arc::new(arrow::array::BinaryArray::from_vec(vec![&bits[..]]));
+                if key.segment != 0 {
+                    engine.pages.insert(key, a.clone());
+                }
+                a
+            }
+        };
+        let Some(bits) = bits.as_any().downcast_ref::<arrow::array::BinaryArray>() else {
+            continue;
+        };
+        if bits.len() == 1 && !tethys_common::plan::page_bloom_may_contain(bits.value(0), keys) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 fn page_rows(seg: &Segment, pi: usize) -> usize {
     seg.footer()
         .columns
@@ -466,6 +528,7 @@ mod tests {
             ],
             num_key_columns: 1,
             compression: "lz4".into(),
+            bloom_filter_columns: vec![],
         };
         engine.create_tablet(1, 1, 1, schema.clone(), 1).unwrap();
         // Rows arrive unsorted; the segment is sorted by key, so pages get tight zone maps.

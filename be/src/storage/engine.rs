@@ -220,6 +220,7 @@ mod tests {
             ],
             num_key_columns: 1,
             compression: "lz4".into(),
+            bloom_filter_columns: vec![],
         }
     }
 
@@ -291,6 +292,7 @@ mod version_limit_tests {
             }],
             num_key_columns: 1,
             compression: "lz4".into(),
+            bloom_filter_columns: vec![],
         };
         e.create_tablet(1, 1, 1, s.clone(), 1).unwrap();
         let b = RecordBatch::try_new(

@@ -36,6 +36,8 @@ pub const SEGMENT_FORMAT_VERSION: u32 = 1;
 const TAIL_LEN: u64 = 12;
 /// Upper bound on a footer, guarding against corrupt length fields.
 const MAX_FOOTER: u64 = 256 << 20;
+/// Upper bound on a page's bloom filter, guarding against corrupt lengths.
+const MAX_BLOOM_BYTES: usize = 16 << 20;
 
 /// One page of one column.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -46,6 +48,17 @@ pub struct PageMeta {
     pub num_rows: u32,
     pub crc: u32,
     pub zone: ZoneMap,
+    /// The page's bloom filter, for columns in `bloom_filter_columns`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bloom: Option<BlockRef>,
+}
+
+/// A checksummed block of a segment file (a page's bloom filter bitset).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BlockRef {
+    pub offset: u64,
+    pub len: u32,
+    pub crc: u32,
 }
 
 /// One column of a segment.
@@ -102,6 +115,7 @@ pub fn write_segment(
     let mut columns = Vec::with_capacity(batch.num_columns());
     for (ci, col) in schema.columns.iter().enumerate() {
         let arr = batch.column(ci);
+        let with_bloom = schema.has_bloom(ci);
         let mut zone = ZoneMap::default();
         let mut pages = Vec::new();
         let mut start = 0;
@@ -114,15 +128,31 @@ pub fn write_segment(
             zone.merge(&pz);
             buf.write_all(&stored)
                 .map_err(|e| TethysError::io(wctx(), e))?;
+            let page_offset = offset;
+            offset += stored.len() as u64;
+            let bloom = match with_bloom.then(|| tethys_common::plan::page_bloom(&slice)) {
+                Some(Some(bits)) => {
+                    buf.write_all(&bits)
+                        .map_err(|e| TethysError::io(wctx(), e))?;
+                    let block = BlockRef {
+                        offset,
+                        len: bits.len() as u32,
+                        crc: crc32c::crc32c(&bits),
+                    };
+                    offset += bits.len() as u64;
+                    Some(block)
+                }
+                _ => None,
+            };
             pages.push(PageMeta {
-                offset,
+                offset: page_offset,
                 stored_len: stored.len() as u32,
                 raw_len: raw.len() as u32,
                 num_rows: len as u32,
                 crc: crc32c::crc32c(&stored),
                 zone: pz,
+                bloom,
             });
-            offset += stored.len() as u64;
             start += len;
         }
         columns.push(ColumnMeta {
@@ -344,6 +374,37 @@ impl Segment {
             .unwrap_or(0)
     }
 
+    /// The bloom filter bitset of page `page_idx` of column `col`, verified;
+    /// `None` when the page has none.
+    pub fn read_bloom(&self, col: usize, page_idx: usize) -> Result<Option<Vec<u8>>> {
+        let Some(cm) = self.footer.columns.get(col) else {
+            return Ok(None);
+        };
+        let Some(b) = cm.pages.get(page_idx).and_then(|p| p.bloom.as_ref()) else {
+            return Ok(None);
+        };
+        if b.len as usize > MAX_BLOOM_BYTES {
+            return Err(TethysError::Corruption(format!(
+                "segment {} column {} page {page_idx}: bloom filter of {} bytes",
+                self.path.display(),
+                cm.name,
+                b.len
+            )));
+        }
+        let mut bits = vec![0u8; b.len as usize];
+        self.file
+            .read_exact_at(&mut bits, b.offset)
+            .map_err(|e| TethysError::io(format!("reading segment {}", self.path.display()), e))?;
+        if crc32c::crc32c(&bits) != b.crc {
+            return Err(TethysError::Corruption(format!(
+                "segment {} column {} page {page_idx}: bloom filter checksum mismatch",
+                self.path.display(),
+                cm.name
+            )));
+        }
+        Ok(Some(bits))
+    }
+
     /// Reads, verifies and decodes page `page` of column `col`; also returns
     /// its stored (compressed) size.
     pub fn read_page(&self, col: usize, page_idx: usize, dt: &DataType) -> Result<(ArrayRef, u64)> {
@@ -405,15 +466,13 @@ mod tests {
             columns: vec![col("k", "bigint"), col("v", "varchar(10)")],
             num_key_columns: 1,
             compression: "lz4".into(),
+            bloom_filter_columns: vec![],
         }
     }
 
-    #[test]
-    fn write_read_and_detect_corruption() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = schema();
-        let n = 10_000;
-        let batch = RecordBatch::try_new(
+    /// `n` rows: k = 0..n and v = "v<k>".
+    fn keys_and_names(s: &TableSchema, n: i64) -> RecordBatch {
+        RecordBatch::try_new(
             s.arrow_schema(),
             vec![
                 Arc::new(Int64Array::from((0..n).collect::<Vec<i64>>())),
@@ -422,7 +481,15 @@ mod tests {
                 )),
             ],
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn write_read_and_detect_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = schema();
+        let n = 10_000;
+        let batch = keys_and_names(&s, n);
         let path = dir.path().join("r_0.dat");
         let info = write_segment(&path, &s, &batch).unwrap();
         assert_eq!(info.num_rows, n as u64);
@@ -448,5 +515,38 @@ mod tests {
         // Truncation is caught at open.
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         assert!(Segment::open(&path, &s).is_err());
+    }
+
+    #[test]
+    fn page_bloom_filters_round_trip_and_are_checksummed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = schema();
+        s.bloom_filter_columns = vec!["V".into()];
+        let n = 10_000;
+        let batch = keys_and_names(&s, n);
+        let path = dir.path().join("r_0.dat");
+        write_segment(&path, &s, &batch).unwrap();
+        let seg = Segment::open(&path, &s).unwrap();
+        // Only the named column has blooms.
+        assert!(seg.read_bloom(0, 0).unwrap().is_none());
+        let key = |v: &str| vec![v.as_bytes().to_vec()];
+        let bits = seg.read_bloom(1, 1).unwrap().unwrap();
+        assert!(tethys_common::plan::page_bloom_may_contain(
+            &bits,
+            &key("v5000")
+        ));
+        // Values of other pages: a 5% filter lets few through.
+        let passed = (0..4000)
+            .filter(|i| tethys_common::plan::page_bloom_may_contain(&bits, &key(&format!("v{i}"))))
+            .count();
+        assert!(passed < 400, "{passed} of 4000 absent values passed");
+        // A flipped byte in the bloom block is corruption, not a skipped page.
+        let b = seg.footer().columns[1].pages[1].bloom.clone().unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[b.offset as usize + 3] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let seg = Segment::open(&path, &s).unwrap();
+        let err = seg.read_bloom(1, 1).unwrap_err().to_string();
+        assert!(err.contains("bloom filter checksum"), "{err}");
     }
 }

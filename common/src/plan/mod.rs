@@ -13,7 +13,9 @@ mod olap_scan;
 mod profile;
 
 pub use bitmap::{BitmapFilterExpr, MAX_BITMAP_RANGE};
-pub use bloom::{BLOOM_FPP, BloomFilterExpr};
+pub use bloom::{
+    BLOOM_FPP, BloomFilterExpr, PAGE_BLOOM_FPP, bloom_keys, page_bloom, page_bloom_may_contain,
+};
 pub use codec::TethysCodec;
 pub use olap_scan::OlapScanExec;
 pub use profile::{FragmentProfile, PROFILE_MAGIC};

@@ -59,6 +59,7 @@ struct Builder {
 const SCAN_COUNTERS: &[&str] = &[
     "RawRowsRead",
     "RowsStatsFiltered",
+    "RowsBloomFilterFiltered",
     "RowsVectorPredFiltered",
     "PagesRead",
     "PagesSkipped",

@@ -508,6 +508,7 @@ mod tests {
                 }],
                 num_key_columns: 1,
                 compression: "lz4".into(),
+                bloom_filter_columns: vec![],
             },
             keys_type: KeysType::Duplicate,
             partition_column: Some("day".into()),
