@@ -3,14 +3,18 @@
 //! Layout (format v1):
 //! ```text
 //! "TSG1"                      magic
-//! page | page | ...           every column's pages, column after column
-//! footer (JSON)               columns -> pages (offset, length, rows, crc32c, zone map)
+//! page [bloom] | page | ...   every column's pages, column after column; a
+//!                             page of a `bloom_filter_columns` column is
+//!                             followed by its bloom filter bitset
+//! footer (JSON)               columns -> pages (offset, length, rows, crc32c,
+//!                             zone map, bloom block)
 //! u32 footer length | u32 footer crc32c | "TSG1"
 //! ```
 //! All columns are paged on the same row boundaries (`ROWS_PER_PAGE`), so a
 //! page index selects the same rows in every column. Rows are sorted by the
 //! tablet's key columns. Every page and the footer carry a CRC32C checksum; a
-//! mismatch is reported as corruption naming the segment and column.
+//! mismatch is reported as corruption naming the segment and column. The
+//! whole format is described in `docs/storage-format.md`.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
