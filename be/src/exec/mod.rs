@@ -3,6 +3,7 @@
 //! fixed-size worker pool.
 
 mod bind;
+mod like;
 mod predicate;
 mod scan;
 

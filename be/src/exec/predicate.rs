@@ -129,6 +129,7 @@ impl ScanPredicate {
                     None => Ok(Transformed::no(e)),
                 })?
                 .data;
+            let expr = super::like::rewrite_likes(expr)?;
             let negation = negate(c).and_then(|n| {
                 PruningPredicateBuilder::new()
                     .with_file_schema(schema.clone())
