@@ -454,6 +454,30 @@ mod tests {
         );
     }
 
+    /// Evaluates one page with columns `a` and `b`, counting reads per
+    /// column in `reads`.
+    fn eval_counting(
+        p: &mut ScanPredicate,
+        rows: usize,
+        a: &ArrayRef,
+        b: &ArrayRef,
+        reads: &RefCell<Vec<usize>>,
+    ) -> (PageRows, Vec<Option<ArrayRef>>) {
+        let mut cols = vec![None, None];
+        let r = p
+            .evaluate(
+                rows,
+                |_| false,
+                &mut cols,
+                |i| {
+                    reads.borrow_mut()[i] += 1;
+                    Ok(if i == 0 { a.clone() } else { b.clone() })
+                },
+            )
+            .unwrap();
+        (r, cols)
+    }
+
     #[test]
     fn selective_conjunct_moves_first_and_spares_reads() {
         let s = schema();
@@ -465,23 +489,8 @@ mod tests {
             (0..rows as i64).map(|i| if i % 100 == 0 { None } else { Some(i % 100) }),
         ));
         let reads = RefCell::new(vec![0usize; 2]);
-        let mut run = || {
-            let mut cols = vec![None, None];
-            let r = p
-                .evaluate(
-                    rows,
-                    |_| false,
-                    &mut cols,
-                    |i| {
-                        reads.borrow_mut()[i] += 1;
-                        Ok(if i == 0 { a.clone() } else { b.clone() })
-                    },
-                )
-                .unwrap();
-            (r, cols)
-        };
         for _ in 0..REORDER_EVERY {
-            let (r, cols) = run();
+            let (r, cols) = eval_counting(&mut p, rows, &a, &b, &reads);
             let PageRows::Take(idx) = r else {
                 panic!("expected a sparse selection")
             };
@@ -503,18 +512,7 @@ mod tests {
         // Now `b` runs first; a page where it keeps nothing never reads `a`.
         let before = reads.borrow().clone();
         let none: ArrayRef = Arc::new(Int64Array::from(vec![1i64; rows]));
-        let mut cols = vec![None, None];
-        let r = p
-            .evaluate(
-                rows,
-                |_| false,
-                &mut cols,
-                |i| {
-                    reads.borrow_mut()[i] += 1;
-                    Ok(if i == 0 { a.clone() } else { none.clone() })
-                },
-            )
-            .unwrap();
+        let (r, _) = eval_counting(&mut p, rows, &a, &none, &reads);
         assert!(matches!(r, PageRows::None));
         assert_eq!(reads.borrow()[0], before[0]);
         assert_eq!(reads.borrow()[1], before[1] + 1);

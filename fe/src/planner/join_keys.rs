@@ -19,7 +19,6 @@ use std::sync::Arc;
 use arrow::datatypes::{Field, Schema};
 use datafusion::common::JoinSide;
 use datafusion::common::JoinType;
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::logical_expr::Operator;
@@ -33,7 +32,7 @@ use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::joins::utils::{ColumnIndex, JoinFilter};
 use datafusion::physical_plan::projection::ProjectionExec;
 
-use super::join_order::estimate_rows;
+use super::join_order::{estimate_rows, rewrite_hash_joins};
 
 /// Moves the hash key pairs whose probe columns come from other inputs than
 /// the biggest one into the join filter (inner and semi joins).
@@ -46,17 +45,7 @@ impl PhysicalOptimizerRule for KeyOnOneProbeInput {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(plan
-            .transform_up(|p| {
-                let Some(j) = p.downcast_ref::<HashJoinExec>() else {
-                    return Ok(Transformed::no(p));
-                };
-                match split_keys(j)? {
-                    Some(new) => Ok(Transformed::yes(new)),
-                    None => Ok(Transformed::no(p)),
-                }
-            })?
-            .data)
+        rewrite_hash_joins(plan, split_keys)
     }
 
     fn name(&self) -> &str {

@@ -50,20 +50,15 @@ impl PhysicalOptimizerRule for BuildSmallerSide {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(plan
-            .transform_up(|p| {
-                let Some(j) = p.downcast_ref::<HashJoinExec>() else {
-                    return Ok(Transformed::no(p));
-                };
-                if !j.join_type().supports_swap()
-                    || j.null_aware
-                    || estimate_rows(j.left()) <= estimate_rows(j.right())
-                {
-                    return Ok(Transformed::no(p));
-                }
-                Ok(Transformed::yes(j.swap_inputs(*j.partition_mode())?))
-            })?
-            .data)
+        rewrite_hash_joins(plan, |j| {
+            if !j.join_type().supports_swap()
+                || j.null_aware
+                || estimate_rows(j.left()) <= estimate_rows(j.right())
+            {
+                return Ok(None);
+            }
+            Ok(Some(j.swap_inputs(*j.partition_mode())?))
+        })
     }
 
     fn name(&self) -> &str {
@@ -73,6 +68,25 @@ impl PhysicalOptimizerRule for BuildSmallerSide {
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// Replaces, bottom up, each hash join of `plan` for which `f` returns a
+/// new plan (the shared walk of the join rules).
+pub fn rewrite_hash_joins(
+    plan: Arc<dyn ExecutionPlan>,
+    f: impl Fn(&HashJoinExec) -> Result<Option<Arc<dyn ExecutionPlan>>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    Ok(plan
+        .transform_up(|p| {
+            let Some(j) = p.downcast_ref::<HashJoinExec>() else {
+                return Ok(Transformed::no(p));
+            };
+            Ok(match f(j)? {
+                Some(new) => Transformed::yes(new),
+                None => Transformed::no(p),
+            })
+        })?
+        .data)
 }
 
 /// Estimated output rows of `plan`.
