@@ -3,6 +3,7 @@
 //! fixed-size worker pool.
 
 mod bind;
+mod key_range;
 mod like;
 mod predicate;
 mod scan;

@@ -48,6 +48,8 @@ struct Conjunct {
     /// Prunes the pages where the conjunct's negation holds for no row,
     /// i.e. where (with no nulls) the conjunct holds for every row.
     negation: Option<Arc<PruningPredicate>>,
+    /// Whether it calls a volatile function (`rand()`).
+    volatile: bool,
     rows_in: u64,
     rows_out: u64,
 }
@@ -136,6 +138,7 @@ impl ScanPredicate {
                     .build(n)
             });
             conjuncts.push(Conjunct {
+                volatile: datafusion::physical_expr_common::physical_expr::is_volatile(&expr),
                 expr,
                 columns: cols,
                 schema: local,
@@ -209,7 +212,6 @@ impl ScanPredicate {
             }
             evaluated = true;
             let conj = &mut self.conjuncts[ci];
-            let mut arrays = Vec::with_capacity(conj.columns.len());
             for &col in &conj.columns {
                 if columns[col].is_none() {
                     let whole = read(col)?;
@@ -218,16 +220,37 @@ impl ScanPredicate {
                         None => whole,
                     });
                 }
-                arrays.push(columns[col].clone().ok_or_else(|| {
-                    DataFusionError::Internal("scan column missing after read".into())
-                })?);
             }
-            let batch = RecordBatch::try_new_with_options(
-                conj.schema.clone(),
-                arrays,
-                &arrow::array::RecordBatchOptions::new().with_row_count(Some(current)),
-            )?;
-            let mask = match conj.expr.evaluate(&batch)? {
+            let result = match dictionary_input(conj, columns) {
+                // One column stored as a dictionary: evaluate once per
+                // distinct value, then look each row's result up by its key.
+                Some((values, keys)) => {
+                    let batch = RecordBatch::try_new(conj.schema.clone(), vec![values])?;
+                    match conj.expr.evaluate(&batch)? {
+                        ColumnarValue::Array(per_value) => {
+                            ColumnarValue::Array(take(per_value.as_ref(), keys.as_ref(), None)?)
+                        }
+                        scalar => scalar,
+                    }
+                }
+                None => {
+                    let mut arrays = Vec::with_capacity(conj.columns.len());
+                    for &col in &conj.columns {
+                        let c = columns[col].as_mut().ok_or_else(|| {
+                            DataFusionError::Internal("scan column missing after read".into())
+                        })?;
+                        *c = plain(c, conj.schema.field(arrays.len()).data_type())?;
+                        arrays.push(c.clone());
+                    }
+                    let batch = RecordBatch::try_new_with_options(
+                        conj.schema.clone(),
+                        arrays,
+                        &arrow::array::RecordBatchOptions::new().with_row_count(Some(current)),
+                    )?;
+                    conj.expr.evaluate(&batch)?
+                }
+            };
+            let mask = match result {
                 ColumnarValue::Array(a) => {
                     let b = a.as_boolean_opt().ok_or_else(|| {
                         DataFusionError::Internal(format!(
@@ -320,6 +343,31 @@ impl ScanPredicate {
                 .sort_by(|&a, &b| rate(&cs[a]).total_cmp(&rate(&cs[b])));
         }
     }
+}
+
+/// A column as its table type: dictionary-encoded pages are expanded.
+pub fn plain(a: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<ArrayRef> {
+    if a.data_type() == dt {
+        return Ok(a.clone());
+    }
+    Ok(arrow::compute::cast(a, dt)?)
+}
+
+/// For a conjunct over one column whose page is a dictionary with no null
+/// rows, the dictionary's values and the rows' keys. Volatile conjuncts
+/// (`rand()`) must see every row and are excluded.
+fn dictionary_input(conj: &Conjunct, columns: &[Option<ArrayRef>]) -> Option<(ArrayRef, ArrayRef)> {
+    let [col] = conj.columns[..] else {
+        return None;
+    };
+    let d = columns.get(col)?.as_ref()?.as_any_dictionary_opt()?;
+    if d.keys().null_count() > 0 || conj.volatile {
+        return None;
+    }
+    Some((
+        d.values().clone(),
+        arrow::array::make_array(d.keys().to_data()),
+    ))
 }
 
 /// `column = literal`, `literal = column` or `column IN (literals)` as the

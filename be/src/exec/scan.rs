@@ -29,9 +29,10 @@ use tethys_common::TethysError;
 use tethys_common::plan::OlapScanExec;
 use tethys_common::schema::TableSchema;
 
+use super::key_range::KeyBounds;
 use super::predicate::{PageRows, ScanPredicate};
 use crate::storage::StorageEngine;
-use crate::storage::page_cache::PageKey;
+use crate::storage::page_cache::{CachedPage, PageKey};
 use crate::storage::segment::Segment;
 use crate::storage::zone_map::ZoneStats;
 
@@ -89,6 +90,7 @@ struct Counters {
     rows_stats_filtered: Count,
     rows_pred_filtered: Count,
     rows_bloom_filtered: Count,
+    rows_key_filtered: Count,
     bytes_read: Count,
     raw_bytes_read: Count,
     cached_pages: Count,
@@ -153,13 +155,18 @@ impl ExecutionPlan for TabletScanExec {
             rows_stats_filtered: m("RowsStatsFiltered"),
             rows_pred_filtered: m("RowsVectorPredFiltered"),
             rows_bloom_filtered: m("RowsBloomFilterFiltered"),
+            rows_key_filtered: m("RowsKeyRangeFiltered"),
             bytes_read: m("CompressedBytesRead"),
             raw_bytes_read: m("UncompressedBytesRead"),
             cached_pages: m("CachedPagesNum"),
             rows_out: MetricBuilder::new(&self.metrics).output_rows(partition),
         };
         let batch_size = context.session_config().batch_size().max(1);
+        let key_bounds = self.predicate.as_ref().and_then(|p| {
+            super::key_range::key_bounds(p, &self.scan.projection(), self.scan.table_schema())
+        });
         let mut state = ScanState {
+            key_bounds,
             schema: schema.clone(),
             table_schema: self.scan.table_schema().clone(),
             projection: self.scan.projection(),
@@ -192,6 +199,8 @@ impl ExecutionPlan for TabletScanExec {
 /// per conjunct, on which pages zone maps prove it.
 struct SegmentScan {
     seg: Segment,
+    /// The rows `[start, end)` the short-key index leaves.
+    key_rows: (usize, usize),
     keep: Vec<bool>,
     proven: Vec<Vec<bool>>,
     next_page: usize,
@@ -205,6 +214,8 @@ struct ScanState {
     engine: Arc<StorageEngine>,
     pruning: Option<Arc<PruningPredicate>>,
     predicate: Option<ScanPredicate>,
+    /// Bounds on the key prefix, for the segments' short-key indexes.
+    key_bounds: Option<KeyBounds>,
     counters: Counters,
     tablets: VecDeque<(i64, i64)>,
     segments: VecDeque<PathBuf>,
@@ -276,6 +287,17 @@ impl ScanState {
         };
         let seg = Segment::open_cached(&path, &self.table_schema, &self.engine.footers)?;
         let pages = seg.num_pages();
+        let all_rows = seg.footer().num_rows as usize;
+        let key_rows = match &self.key_bounds {
+            Some(b) => match seg
+                .short_key_index()
+                .map_err(|e| corrupt_in(self.tablet_id, e))?
+            {
+                Some(idx) => idx.row_range(b.lower.as_deref(), b.upper.as_deref()),
+                None => (0, all_rows),
+            },
+            None => (0, all_rows),
+        };
         let cols = &seg.footer().columns;
         let schema = &self.schema;
         let projection = &self.projection;
@@ -289,7 +311,7 @@ impl ScanState {
                         .collect()
                 })
                 .collect(),
-            rows: (0..pages).map(|pi| page_rows(&seg, pi) as u64).collect(),
+            rows: (0..pages).map(|pi| page_span(&seg, pi).1 as u64).collect(),
         };
         let mut stats = None;
         let keep: Vec<bool> = match &self.pruning {
@@ -317,6 +339,7 @@ impl ScanState {
         drop(stats);
         self.segment = Some(SegmentScan {
             seg,
+            key_rows,
             keep,
             proven,
             next_page: 0,
@@ -343,8 +366,19 @@ impl ScanState {
             };
             let pi = s.next_page;
             s.next_page += 1;
-            let rows = page_rows(&s.seg, pi);
+            let (first, page_len) = page_span(&s.seg, pi);
             let counters = &self.counters;
+            // The part of the page the short-key index leaves.
+            let from = s.key_rows.0.clamp(first, first + page_len) - first;
+            let to = s.key_rows.1.clamp(first, first + page_len) - first;
+            let rows = to.saturating_sub(from);
+            if rows < page_len {
+                counters.rows_key_filtered.add(page_len - rows);
+            }
+            if rows == 0 {
+                counters.pages_skipped.add(1);
+                continue;
+            }
             if !s.keep[pi] {
                 counters.pages_skipped.add(1);
                 counters.rows_stats_filtered.add(rows);
@@ -370,23 +404,36 @@ impl ScanState {
                     column: c as u32,
                     page: pi as u32,
                 };
-                if key.segment != 0
-                    && let Some(a) = engine.pages.get(&key)
-                {
+                let part = |a: ArrayRef| {
+                    if rows == page_len {
+                        a
+                    } else {
+                        a.slice(from, rows)
+                    }
+                };
+                let dt = schema.field(out_i).data_type();
+                let cached = (key.segment != 0).then(|| engine.pages.get(&key)).flatten();
+                if let Some(page) = cached {
                     counters.cached_pages.add(1);
-                    return Ok(a);
+                    return Ok(part(match page {
+                        CachedPage::Decoded(a) => a,
+                        CachedPage::Raw(raw) => seg
+                            .decode_page(c, pi, &raw, dt)
+                            .map_err(|e| corrupt_in(tablet_id, e))?,
+                    }));
                 }
-                let (a, bytes) = seg
-                    .read_page(c, pi, schema.field(out_i).data_type())
+                let (raw, bytes) = seg
+                    .read_raw_page(c, pi)
+                    .map_err(|e| corrupt_in(tablet_id, e))?;
+                let a = seg
+                    .decode_page(c, pi, &raw, dt)
                     .map_err(|e| corrupt_in(tablet_id, e))?;
                 counters.bytes_read.add(bytes as usize);
-                counters
-                    .raw_bytes_read
-                    .add(seg.footer().columns[c].pages[pi].raw_len as usize);
+                counters.raw_bytes_read.add(raw.len());
                 if key.segment != 0 {
-                    engine.pages.insert(key, a.clone());
+                    engine.pages.insert(key, CachedPage::choose(raw, &a));
                 }
-                Ok(a)
+                Ok(part(a))
             };
             let mut columns: Vec<Option<ArrayRef>> = vec![None; projection.len()];
             let selected = match &mut self.predicate {
@@ -408,10 +455,14 @@ impl ScanState {
             // pages with surviving rows, only those rows.
             let mut arrays = Vec::with_capacity(columns.len());
             for (out_i, c) in columns.into_iter().enumerate() {
-                arrays.push(match c {
+                let a = match c {
                     Some(a) => a,
                     None => selected.apply(read(out_i)?)?,
-                });
+                };
+                arrays.push(super::predicate::plain(
+                    &a,
+                    schema.field(out_i).data_type(),
+                )?);
             }
             return Ok(Some(RecordBatch::try_new_with_options(
                 schema.clone(),
@@ -451,36 +502,34 @@ fn bloom_may_match(
             page: pi as u32,
         };
         let cached = (key.segment != 0).then(|| engine.pages.get(&key)).flatten();
-        let bits: ArrayRef = match cached {
-            Some(a) => a,
-            None => {
+        let bits: Arc<[u8]> = match cached {
+            Some(CachedPage::Raw(bits)) => bits,
+            _ => {
                 let Some(bits) = seg.read_bloom(c, pi)? else {
                     continue;
                 };
-                let a: ArrayRef = Arc::new(arrow::array::BinaryArray::from_vec(vec![&bits[..]]));
+                let bits: Arc<[u8]> = bits.into();
                 if key.segment != 0 {
-                    engine.pages.insert(key, a.clone());
+                    engine.pages.insert(key, CachedPage::Raw(bits.clone()));
                 }
-                a
+                bits
             }
         };
-        let Some(bits) = bits.as_any().downcast_ref::<arrow::array::BinaryArray>() else {
-            continue;
-        };
-        if bits.len() == 1 && !tethys_common::plan::page_bloom_may_contain(bits.value(0), keys) {
+        if !tethys_common::plan::page_bloom_may_contain(&bits, keys) {
             return Ok(false);
         }
     }
     Ok(true)
 }
 
-fn page_rows(seg: &Segment, pi: usize) -> usize {
+/// The segment row page `pi` starts at and its row count.
+fn page_span(seg: &Segment, pi: usize) -> (usize, usize) {
     seg.footer()
         .columns
         .first()
         .and_then(|c| c.pages.get(pi))
-        .map(|p| p.num_rows)
-        .unwrap_or(0) as usize
+        .map(|p| (p.first_row as usize, p.num_rows as usize))
+        .unwrap_or((0, 0))
 }
 
 fn corrupt_in(tablet_id: i64, e: TethysError) -> DataFusionError {
@@ -505,7 +554,7 @@ mod tests {
     use tethys_proto::{OlapScanNodePb, TabletVersion};
 
     #[tokio::test]
-    async fn zone_maps_skip_pages_and_segments() {
+    async fn key_ranges_and_zone_maps_skip_pages() {
         let dir = tempfile::tempdir().unwrap();
         let engine = Arc::new(
             StorageEngine::open(dir.path())
@@ -561,24 +610,36 @@ mod tests {
         let scan = OlapScanExec::try_new(node).unwrap();
         let s = scan.schema();
         let pred = binary(col("k", &s).unwrap(), Operator::Lt, lit(100i64), &s).unwrap();
-        // Pruning only: whole surviving pages; a filter above trims rows.
-        let exec = TabletScanExec::new(scan.clone(), Some(pred.clone()), false, engine.clone());
+        // An OR the short-key index cannot use: zone maps keep the first
+        // and last pages. Pruning only: whole surviving pages; a filter
+        // above trims rows.
+        let either = binary(
+            pred.clone(),
+            Operator::Or,
+            binary(col("k", &s).unwrap(), Operator::Gt, lit(19_990i64), &s).unwrap(),
+            &s,
+        )
+        .unwrap();
+        let exec = TabletScanExec::new(scan.clone(), Some(either), false, engine.clone());
         let out = collect(exec.execute(0, Arc::new(TaskContext::default())).unwrap())
             .await
             .unwrap();
         let rows: usize = out.iter().map(|b| b.num_rows()).sum();
-        assert_eq!(rows, ROWS_PER_PAGE);
+        let last_page = n as usize - 4 * ROWS_PER_PAGE;
+        assert_eq!(rows, ROWS_PER_PAGE + last_page);
         let m = exec.metrics().unwrap();
         let get = |name: &str| m.sum_by_name(name).map(|v| v.as_usize()).unwrap_or(0);
-        assert_eq!(get("PagesRead"), 1);
-        assert_eq!(get("PagesSkipped"), 4);
-        assert_eq!(get("RowsStatsFiltered"), n as usize - ROWS_PER_PAGE);
-        assert_eq!(get("RawRowsRead"), ROWS_PER_PAGE);
+        assert_eq!(get("PagesRead"), 2);
+        assert_eq!(get("PagesSkipped"), 3);
+        assert_eq!(get("RowsStatsFiltered"), 3 * ROWS_PER_PAGE);
+        assert_eq!(get("RowsKeyRangeFiltered"), 0);
+        assert_eq!(get("RawRowsRead"), ROWS_PER_PAGE + last_page);
         assert_eq!(get("RowsVectorPredFiltered"), 0);
         assert_eq!(get("CachedPagesNum"), 0);
         assert!(get("UncompressedBytesRead") > 0);
-        // Evaluating: exactly the matching rows, the same pages read, now
-        // both from the page cache.
+        // `k < 100` on the sorted key: the short-key index leaves the first
+        // block of 1024 rows; evaluating returns exactly the matching rows,
+        // the first page's columns now from the page cache.
         let again = TabletScanExec::new(scan, Some(pred), true, engine.clone());
         let out2 = collect(again.execute(0, Arc::new(TaskContext::default())).unwrap())
             .await
@@ -608,7 +669,9 @@ mod tests {
         let get = |name: &str| m.sum_by_name(name).map(|v| v.as_usize()).unwrap_or(0);
         assert_eq!(get("CachedPagesNum"), 2);
         assert_eq!(get("CompressedBytesRead"), 0);
-        assert_eq!(get("RowsVectorPredFiltered"), ROWS_PER_PAGE - 100);
+        assert_eq!(get("RowsKeyRangeFiltered"), n as usize - 1024);
+        assert_eq!(get("RawRowsRead"), 1024);
+        assert_eq!(get("RowsVectorPredFiltered"), 1024 - 100);
         // At the old version nothing is visible.
         let node = OlapScanNodePb {
             schema: Some(schema.to_pb()),

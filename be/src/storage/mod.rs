@@ -1,10 +1,12 @@
 //! Tablet storage: segments of column pages, rowsets, tablets and the engine
 //! that holds them.
 
+pub mod encoding;
 pub mod engine;
 pub mod page;
 pub mod page_cache;
 pub mod segment;
+pub mod short_key;
 pub mod tablet;
 pub mod zone_map;
 

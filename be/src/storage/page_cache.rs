@@ -1,11 +1,16 @@
-//! The storage page cache (Doris' `StoragePageCache`): decoded column pages
-//! kept in memory, so a page read again skips the disk read, the checksum,
-//! decompression and decoding. Segment files never change once written, so
-//! an entry never goes stale; the cache is bounded by bytes and evicts with
-//! the CLOCK (second chance) policy. A capacity of 0 turns it off.
+//! The storage page cache (Doris' `StoragePageCache`): column pages kept in
+//! memory, so a page read again skips the disk read, the checksum and
+//! decompression. A page whose decoded form is about as small as its raw
+//! form (plain strings, bit-shuffled doubles) is kept decoded; a page in a
+//! compact encoding (FOR decimals and dates, dictionary strings) is kept raw
+//! and decoded on each use, which holds several times more rows in the same
+//! memory and makes a scan read that much less of it. Segment files never
+//! change once written, so an entry never goes stale; the cache is bounded
+//! by bytes and evicts with the CLOCK (second chance) policy. A capacity of 0
+//! turns it off.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, ArrayRef};
 
@@ -17,9 +22,38 @@ pub struct PageKey {
     pub page: u32,
 }
 
+/// A page as the cache holds it.
+#[derive(Debug, Clone)]
+pub enum CachedPage {
+    /// The decoded array.
+    Decoded(ArrayRef),
+    /// The raw (decompressed, still encoded) page, or a bloom filter bitset.
+    Raw(Arc<[u8]>),
+}
+
+impl CachedPage {
+    /// The memory it takes.
+    pub fn bytes(&self) -> usize {
+        match self {
+            CachedPage::Decoded(a) => a.get_array_memory_size(),
+            CachedPage::Raw(r) => r.len(),
+        }
+    }
+
+    /// How to cache a page read as `raw` and decoded to `decoded`: decoded
+    /// unless that takes more than a quarter more memory than the raw page.
+    pub fn choose(raw: Vec<u8>, decoded: &ArrayRef) -> CachedPage {
+        if decoded.get_array_memory_size() <= raw.len() + raw.len() / 4 {
+            CachedPage::Decoded(decoded.clone())
+        } else {
+            CachedPage::Raw(raw.into())
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Entry {
-    array: ArrayRef,
+    page: CachedPage,
     bytes: usize,
     referenced: bool,
 }
@@ -52,20 +86,20 @@ impl PageCache {
     }
 
     /// The cached page, marked as recently used.
-    pub fn get(&self, key: &PageKey) -> Option<ArrayRef> {
+    pub fn get(&self, key: &PageKey) -> Option<CachedPage> {
         if self.capacity == 0 {
             return None;
         }
         let mut g = self.lock();
         let e = g.map.get_mut(key)?;
         e.referenced = true;
-        Some(e.array.clone())
+        Some(e.page.clone())
     }
 
     /// Caches a page, evicting pages not used since the clock hand last
     /// passed them. Pages larger than an eighth of the cache are not kept.
-    pub fn insert(&self, key: PageKey, array: ArrayRef) {
-        let bytes = array.get_array_memory_size();
+    pub fn insert(&self, key: PageKey, page: CachedPage) {
+        let bytes = page.bytes();
         if self.capacity == 0 || bytes > self.capacity / 8 {
             return;
         }
@@ -95,7 +129,7 @@ impl PageCache {
         g.map.insert(
             key,
             Entry {
-                array,
+                page,
                 bytes,
                 referenced: false,
             },
@@ -127,10 +161,9 @@ pub fn default_capacity() -> usize {
 mod tests {
     use super::*;
     use arrow::array::Int64Array;
-    use std::sync::Arc;
 
-    fn page(n: usize) -> ArrayRef {
-        Arc::new(Int64Array::from(vec![7i64; n]))
+    fn page(n: usize) -> CachedPage {
+        CachedPage::Decoded(Arc::new(Int64Array::from(vec![7i64; n])))
     }
 
     fn key(page: u32) -> PageKey {
@@ -143,7 +176,7 @@ mod tests {
 
     #[test]
     fn bounded_and_keeps_what_is_used() {
-        let one = page(1000).get_array_memory_size();
+        let one = page(1000).bytes();
         let cache = PageCache::new(one * 8);
         for p in 0..8 {
             cache.insert(key(p), page(1000));

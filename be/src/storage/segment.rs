@@ -21,7 +21,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::DataType;
@@ -30,13 +30,15 @@ use tethys_common::config::ROWS_PER_PAGE;
 use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
 
+use super::encoding::Encoding;
 use super::page;
+use super::short_key::{self, ShortKeyIndex};
 use super::zone_map::ZoneMap;
 
 /// Segment file magic.
 pub const SEGMENT_MAGIC: &[u8; 4] = b"TSG1";
-/// Segment format version written by this build.
-pub const SEGMENT_FORMAT_VERSION: u32 = 1;
+/// Segment format version written by this build (1 is still read).
+pub const SEGMENT_FORMAT_VERSION: u32 = 2;
 const TAIL_LEN: u64 = 12;
 /// Upper bound on a footer, guarding against corrupt length fields.
 const MAX_FOOTER: u64 = 256 << 20;
@@ -46,6 +48,12 @@ const MAX_BLOOM_BYTES: usize = 16 << 20;
 /// One page of one column.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PageMeta {
+    /// Ordinal index: the segment row the page starts at.
+    #[serde(default)]
+    pub first_row: u64,
+    /// How the page's values are encoded (format v2; v1 pages are plain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<Encoding>,
     pub offset: u64,
     pub stored_len: u32,
     pub raw_len: u32,
@@ -80,6 +88,9 @@ pub struct SegmentFooter {
     pub format_version: u32,
     pub num_rows: u64,
     pub columns: Vec<ColumnMeta>,
+    /// The short-key index block (format v2, tables with a key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_key: Option<BlockRef>,
 }
 
 /// What a writer reports about a segment it wrote.
@@ -126,7 +137,7 @@ pub fn write_segment(
         while start < n {
             let len = ROWS_PER_PAGE.min(n - start);
             let slice = arr.slice(start, len);
-            let raw = page::encode_array(slice.as_ref())?;
+            let (encoding, raw) = page::encode_page(slice.as_ref(), None)?;
             let stored = page::compress(&raw, &schema.compression)?;
             let pz = ZoneMap::of(slice.as_ref());
             zone.merge(&pz);
@@ -135,20 +146,15 @@ pub fn write_segment(
             let page_offset = offset;
             offset += stored.len() as u64;
             let bloom = match with_bloom.then(|| tethys_common::plan::page_bloom(&slice)) {
-                Some(Some(bits)) => {
-                    buf.write_all(&bits)
-                        .map_err(|e| TethysError::io(wctx(), e))?;
-                    let block = BlockRef {
-                        offset,
-                        len: bits.len() as u32,
-                        crc: crc32c::crc32c(&bits),
-                    };
-                    offset += bits.len() as u64;
-                    Some(block)
-                }
+                Some(Some(bits)) => Some(
+                    write_block(&mut buf, &mut offset, &bits)
+                        .map_err(|e| TethysError::io(wctx(), e))?,
+                ),
                 _ => None,
             };
             pages.push(PageMeta {
+                first_row: start as u64,
+                encoding: Some(encoding),
                 offset: page_offset,
                 stored_len: stored.len() as u32,
                 raw_len: raw.len() as u32,
@@ -166,10 +172,21 @@ pub fn write_segment(
             pages,
         });
     }
+    let key_types: Vec<DataType> = (0..schema.num_key_columns.min(batch.num_columns()))
+        .map(|i| batch.column(i).data_type().clone())
+        .collect();
+    let fields = short_key::prefix_fields(&key_types);
+    let short_key = if fields.is_empty() || n == 0 {
+        None
+    } else {
+        let bytes = ShortKeyIndex::build(&batch.columns()[..fields.len()], &fields, n).to_bytes();
+        Some(write_block(&mut buf, &mut offset, &bytes).map_err(|e| TethysError::io(wctx(), e))?)
+    };
     let footer = SegmentFooter {
         format_version: SEGMENT_FORMAT_VERSION,
         num_rows: n as u64,
         columns,
+        short_key,
     };
     let fbytes = serde_json::to_vec(&footer).map_err(|e| TethysError::Internal(e.to_string()))?;
     buf.write_all(&fbytes)
@@ -197,12 +214,27 @@ pub fn write_segment(
     })
 }
 
+/// Appends a checksummed block at `offset` (advanced past it).
+fn write_block(out: &mut impl Write, offset: &mut u64, bytes: &[u8]) -> std::io::Result<BlockRef> {
+    out.write_all(bytes)?;
+    let block = BlockRef {
+        offset: *offset,
+        len: bytes.len() as u32,
+        crc: crc32c::crc32c(bytes),
+    };
+    *offset += bytes.len() as u64;
+    Ok(block)
+}
+
 /// An open segment.
 #[derive(Debug)]
 pub struct Segment {
     path: PathBuf,
     file: File,
     footer: Arc<SegmentFooter>,
+    /// The parsed short-key index, read on first use and shared by every
+    /// open of the segment through the footer cache.
+    short_key: Arc<OnceLock<Arc<ShortKeyIndex>>>,
     /// Id given by the footer cache (page cache key); 0 when uncached.
     id: u64,
 }
@@ -217,10 +249,19 @@ pub struct FooterCache {
     next_id: std::sync::atomic::AtomicU64,
 }
 
+/// What the cache keeps of one segment.
+#[derive(Debug, Clone)]
+struct Cached {
+    footer: Arc<SegmentFooter>,
+    /// The segment's page cache id.
+    id: u64,
+    short_key: Arc<OnceLock<Arc<ShortKeyIndex>>>,
+}
+
 /// Footers (with their segment ids) by path, and the bytes they came from.
 #[derive(Debug, Default)]
 struct CachedFooters {
-    map: HashMap<PathBuf, (Arc<SegmentFooter>, u64)>,
+    map: HashMap<PathBuf, Cached>,
     bytes: usize,
 }
 
@@ -228,13 +269,14 @@ struct CachedFooters {
 const FOOTER_CACHE_BYTES: usize = 64 << 20;
 
 impl FooterCache {
-    fn get(&self, path: &Path) -> Option<(Arc<SegmentFooter>, u64)> {
+    fn get(&self, path: &Path) -> Option<Cached> {
         let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         g.map.get(path).cloned()
     }
 
-    /// Caches a footer; returns the id the segment is known by from now on.
-    fn put(&self, path: &Path, footer: Arc<SegmentFooter>, bytes: usize) -> u64 {
+    /// Caches a segment's footer (and its short-key slot); returns the id
+    /// the segment is known by from now on.
+    fn put(&self, path: &Path, seg: &Segment, bytes: usize) -> u64 {
         let id = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -244,7 +286,14 @@ impl FooterCache {
             g.map.clear();
             g.bytes = 0;
         }
-        g.map.insert(path.to_path_buf(), (footer, id));
+        g.map.insert(
+            path.to_path_buf(),
+            Cached {
+                footer: seg.footer.clone(),
+                id,
+                short_key: seg.short_key.clone(),
+            },
+        );
         g.bytes += bytes;
         id
     }
@@ -261,20 +310,21 @@ impl Segment {
     /// validated it.
     pub fn open_cached(path: &Path, schema: &TableSchema, cache: &FooterCache) -> Result<Segment> {
         match cache.get(path) {
-            Some((footer, id)) if footer.columns.len() == schema.columns.len() => {
+            Some(c) if c.footer.columns.len() == schema.columns.len() => {
                 let file = File::open(path).map_err(|e| {
                     TethysError::io(format!("opening segment {}", path.display()), e)
                 })?;
                 Ok(Segment {
                     path: path.to_path_buf(),
                     file,
-                    footer,
-                    id,
+                    footer: c.footer,
+                    short_key: c.short_key,
+                    id: c.id,
                 })
             }
             _ => {
                 let (mut seg, bytes) = Self::open_sized(path, schema)?;
-                seg.id = cache.put(path, seg.footer.clone(), bytes);
+                seg.id = cache.put(path, &seg, bytes);
                 Ok(seg)
             }
         }
@@ -317,7 +367,7 @@ impl Segment {
         }
         let footer: SegmentFooter = serde_json::from_slice(&fbytes)
             .map_err(|e| corrupt(format!("footer does not parse: {e}")))?;
-        if footer.format_version != SEGMENT_FORMAT_VERSION {
+        if !(1..=SEGMENT_FORMAT_VERSION).contains(&footer.format_version) {
             return Err(corrupt(format!(
                 "unsupported format version {}",
                 footer.format_version
@@ -339,7 +389,15 @@ impl Segment {
                     c.pages.len()
                 )));
             }
+            let mut next_row = 0u64;
             for p in &c.pages {
+                if footer.format_version >= 2 && p.first_row != next_row {
+                    return Err(corrupt(format!(
+                        "column {} page starts at row {}, expected {next_row}",
+                        c.name, p.first_row
+                    )));
+                }
+                next_row += u64::from(p.num_rows);
                 if p.offset + p.stored_len as u64 > len - TAIL_LEN - flen {
                     return Err(corrupt(format!(
                         "page of column {} lies outside the data area",
@@ -347,12 +405,19 @@ impl Segment {
                     )));
                 }
             }
+            if footer.format_version >= 2 && next_row != footer.num_rows {
+                return Err(corrupt(format!(
+                    "column {} pages hold {next_row} rows, segment has {}",
+                    c.name, footer.num_rows
+                )));
+            }
         }
         Ok((
             Segment {
                 path: path.to_path_buf(),
                 file,
                 footer: Arc::new(footer),
+                short_key: Arc::default(),
                 id: 0,
             },
             flen as usize,
@@ -376,6 +441,36 @@ impl Segment {
             .first()
             .map(|c| c.pages.len())
             .unwrap_or(0)
+    }
+
+    /// The short-key index, read and verified on first use; `None` for
+    /// segments without one (no key, or format v1).
+    pub fn short_key_index(&self) -> Result<Option<Arc<ShortKeyIndex>>> {
+        if let Some(idx) = self.short_key.get() {
+            return Ok(Some(idx.clone()));
+        }
+        let Some(b) = &self.footer.short_key else {
+            return Ok(None);
+        };
+        let corrupt = |why: String| {
+            TethysError::Corruption(format!(
+                "segment {} short-key index: {why}",
+                self.path.display()
+            ))
+        };
+        if b.len as usize > MAX_FOOTER as usize {
+            return Err(corrupt(format!("{} bytes", b.len)));
+        }
+        let mut bytes = vec![0u8; b.len as usize];
+        self.file
+            .read_exact_at(&mut bytes, b.offset)
+            .map_err(|e| TethysError::io(format!("reading segment {}", self.path.display()), e))?;
+        if crc32c::crc32c(&bytes) != b.crc {
+            return Err(corrupt("checksum mismatch".into()));
+        }
+        let idx = ShortKeyIndex::from_bytes(&bytes, self.footer.num_rows as usize)
+            .map_err(|e| corrupt(e.to_string()))?;
+        Ok(Some(self.short_key.get_or_init(|| Arc::new(idx)).clone()))
     }
 
     /// The bloom filter bitset of page `page_idx` of column `col`, verified;
@@ -412,6 +507,12 @@ impl Segment {
     /// Reads, verifies and decodes page `page` of column `col`; also returns
     /// its stored (compressed) size.
     pub fn read_page(&self, col: usize, page_idx: usize, dt: &DataType) -> Result<(ArrayRef, u64)> {
+        let (raw, stored) = self.read_raw_page(col, page_idx)?;
+        Ok((self.decode_page(col, page_idx, &raw, dt)?, stored))
+    }
+
+    /// The footer entry of page `page_idx` of column `col`.
+    fn page_meta(&self, col: usize, page_idx: usize) -> Result<(&ColumnMeta, &PageMeta)> {
         let cm = self
             .footer
             .columns
@@ -420,31 +521,57 @@ impl Segment {
         let pm = cm.pages.get(page_idx).ok_or_else(|| {
             TethysError::Internal(format!("column {} has no page {page_idx}", cm.name))
         })?;
-        let corrupt = |why: String| {
-            TethysError::Corruption(format!(
-                "segment {} column {} page {page_idx}: {why}",
-                self.path.display(),
-                cm.name
-            ))
-        };
+        Ok((cm, pm))
+    }
+
+    fn corrupt_page(&self, cm: &ColumnMeta, page_idx: usize, why: String) -> TethysError {
+        TethysError::Corruption(format!(
+            "segment {} column {} page {page_idx}: {why}",
+            self.path.display(),
+            cm.name
+        ))
+    }
+
+    /// Reads and verifies page `page_idx` of column `col` and decompresses
+    /// it: the raw, still encoded page, and its stored (compressed) size.
+    pub fn read_raw_page(&self, col: usize, page_idx: usize) -> Result<(Vec<u8>, u64)> {
+        let (cm, pm) = self.page_meta(col, page_idx)?;
         let mut stored = vec![0u8; pm.stored_len as usize];
         self.file
             .read_exact_at(&mut stored, pm.offset)
             .map_err(|e| TethysError::io(format!("reading segment {}", self.path.display()), e))?;
         if crc32c::crc32c(&stored) != pm.crc {
-            return Err(corrupt("checksum mismatch".into()));
+            return Err(self.corrupt_page(cm, page_idx, "checksum mismatch".into()));
         }
-        let raw =
-            page::decompress(&stored, pm.raw_len as usize).map_err(|e| corrupt(e.to_string()))?;
-        let arr = page::decode_array(&raw, dt).map_err(|e| corrupt(e.to_string()))?;
+        let raw = page::decompress(&stored, pm.raw_len as usize)
+            .map_err(|e| self.corrupt_page(cm, page_idx, e.to_string()))?;
+        Ok((raw, pm.stored_len as u64))
+    }
+
+    /// Decodes a raw page read by [`Segment::read_raw_page`] into an array
+    /// of type `dt` (a dictionary array for DICT-encoded strings).
+    pub fn decode_page(
+        &self,
+        col: usize,
+        page_idx: usize,
+        raw: &[u8],
+        dt: &DataType,
+    ) -> Result<ArrayRef> {
+        let (cm, pm) = self.page_meta(col, page_idx)?;
+        let arr = if self.footer.format_version == 1 {
+            page::decode_v1(raw, dt)
+        } else {
+            page::decode_page(raw, dt)
+        }
+        .map_err(|e| self.corrupt_page(cm, page_idx, e.to_string()))?;
         if arr.len() != pm.num_rows as usize {
-            return Err(corrupt(format!(
-                "{} rows, footer says {}",
-                arr.len(),
-                pm.num_rows
-            )));
+            return Err(self.corrupt_page(
+                cm,
+                page_idx,
+                format!("{} rows, footer says {}", arr.len(), pm.num_rows),
+            ));
         }
-        Ok((arr, pm.stored_len as u64))
+        Ok(arr)
     }
 }
 
@@ -519,6 +646,44 @@ mod tests {
         // Truncation is caught at open.
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         assert!(Segment::open(&path, &s).is_err());
+    }
+
+    #[test]
+    fn ordinal_and_short_key_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = schema();
+        let n = 10_000;
+        let path = dir.path().join("r_0.dat");
+        write_segment(&path, &s, &keys_and_names(&s, n)).unwrap();
+        let seg = Segment::open(&path, &s).unwrap();
+        let firsts: Vec<u64> = seg.footer().columns[1]
+            .pages
+            .iter()
+            .map(|p| p.first_row)
+            .collect();
+        assert_eq!(firsts, vec![0, 4064, 8128]);
+        // k = 5000 lies in block 4 (rows 4096..5119).
+        let idx = seg.short_key_index().unwrap().unwrap();
+        let f = short_key::prefix_fields(&[DataType::Int64]);
+        let mut b = Vec::new();
+        assert!(short_key::encode_bound(
+            &datafusion::common::ScalarValue::Int64(Some(5000)),
+            &DataType::Int64,
+            &f[0],
+            &mut b
+        ));
+        assert_eq!(idx.row_range(Some(&b), Some(&b)), (4096, 5120));
+        // A flipped byte in the index block is corruption.
+        let block = seg.footer().short_key.clone().unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[block.offset as usize + 9] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = Segment::open(&path, &s)
+            .unwrap()
+            .short_key_index()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("short-key index: checksum mismatch"), "{err}");
     }
 
     #[test]

@@ -58,6 +58,7 @@ struct Builder {
 /// The scan counters EXPLAIN ANALYZE prints, in Doris' profile names.
 const SCAN_COUNTERS: &[&str] = &[
     "RawRowsRead",
+    "RowsKeyRangeFiltered",
     "RowsStatsFiltered",
     "RowsBloomFilterFiltered",
     "RowsVectorPredFiltered",

@@ -1,0 +1,184 @@
+//! Bit packing: unsigned values of `bits` bits each, stored back to back,
+//! least significant bit first. FOR (frame of reference) deltas, dictionary
+//! codes, string lengths and run lengths are all stored this way.
+//!
+//! A packed block is followed by [`PAD`] zero bytes, so the decoder reads
+//! every value with one unaligned 8- or 16-byte load and no tail case; the
+//! padding compresses to almost nothing.
+
+use tethys_common::{Result, TethysError};
+
+/// Zero bytes after every packed block.
+pub const PAD: usize = 16;
+
+/// Bits needed to hold `v` (0 for 0).
+pub fn bits_for(v: u64) -> u8 {
+    (64 - v.leading_zeros()) as u8
+}
+
+/// Bytes a block of `n` values of `bits` bits takes, padding included.
+pub fn packed_len(n: usize, bits: u8) -> usize {
+    (n * bits as usize).div_ceil(8) + PAD
+}
+
+/// Appends `values` packed at `bits` bits each (each must fit), then the
+/// padding.
+pub fn pack(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>, bits: u8) {
+    let start = out.len();
+    let bits = u32::from(bits);
+    let mut acc: u128 = 0;
+    let mut filled = 0u32;
+    let mut n = 0usize;
+    for v in values {
+        n += 1;
+        if bits == 0 {
+            continue;
+        }
+        acc |= u128::from(v) << filled;
+        filled += bits;
+        if filled >= 64 {
+            out.extend_from_slice(&(acc as u64).to_le_bytes());
+            acc >>= 64;
+            filled -= 64;
+        }
+    }
+    out.extend_from_slice(&acc.to_le_bytes()[..filled.div_ceil(8) as usize]);
+    out.resize(start + packed_len(n, bits as u8), 0);
+}
+
+/// Calls `f(i, value)` for each of the `n` values packed in `buf`, which
+/// must be exactly one packed block.
+pub fn unpack(buf: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) -> Result<()> {
+    if bits > 64 {
+        return Err(TethysError::Corruption(format!("{bits}-bit packed values")));
+    }
+    if buf.len() != packed_len(n, bits) {
+        return Err(TethysError::Corruption(format!(
+            "packed block of {} bytes for {n} values of {bits} bits",
+            buf.len()
+        )));
+    }
+    let width = bits as usize;
+    match bits {
+        0 => (0..n).for_each(|i| f(i, 0)),
+        1..=56 => {
+            seq!(1, 56, bits, unpack_width, buf, n, f);
+        }
+        _ => {
+            let mask = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            for i in 0..n {
+                let bit = i * width;
+                let at = bit >> 3;
+                let mut w = [0u8; 16];
+                w.copy_from_slice(&buf[at..at + 16]);
+                f(i, (u128::from_le_bytes(w) >> (bit & 7)) as u64 & mask);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Calls `unpack_width::<B>` for the runtime width `bits` in `lo..=hi`.
+macro_rules! seq {
+    ($lo:literal, $hi:literal, $bits:expr, $func:ident, $($arg:expr),*) => {
+        seq_impl!($bits, $func, ($($arg),*),
+            1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28
+            29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53
+            54 55 56)
+    };
+}
+
+macro_rules! seq_impl {
+    ($bits:expr, $func:ident, $args:tt, $($b:literal)*) => {
+        match $bits {
+            $($b => seq_call!($func, $b, $args),)*
+            _ => {}
+        }
+    };
+}
+
+macro_rules! seq_call {
+    ($func:ident, $b:literal, ($($arg:expr),*)) => {
+        $func::<$b>($($arg),*)
+    };
+}
+use seq;
+use seq_call;
+use seq_impl;
+
+/// Unpacks `n` values of `B` bits (B <= 56). Groups of eight values fill
+/// exactly `B` bytes, so with `B` known at compile time every offset inside
+/// a group is a constant and the bounds are checked once per group.
+fn unpack_width<const B: usize>(buf: &[u8], n: usize, mut f: impl FnMut(usize, u64)) {
+    let mask = (1u64 << B) - 1;
+    let groups = n / 8;
+    for g in 0..groups {
+        let chunk = &buf[g * B..g * B + B + 8];
+        for j in 0..8 {
+            let bit = j * B;
+            let at = bit >> 3;
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&chunk[at..at + 8]);
+            f(g * 8 + j, (u64::from_le_bytes(w) >> (bit & 7)) & mask);
+        }
+    }
+    for i in groups * 8..n {
+        let bit = i * B;
+        let at = bit >> 3;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&buf[at..at + 8]);
+        f(i, (u64::from_le_bytes(w) >> (bit & 7)) & mask);
+    }
+}
+
+/// Unpacks `n` values into a vector.
+pub fn unpack_vec(buf: &[u8], bits: u8, n: usize) -> Result<Vec<u64>> {
+    let mut out = vec![0u64; n];
+    unpack(buf, bits, n, |i, v| out[i] = v)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_width_round_trips() {
+        for bits in 0..=64u8 {
+            let mask = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            for n in [0usize, 1, 7, 8, 63, 64, 65, 1000] {
+                let values: Vec<u64> = (0..n as u64)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask)
+                    .collect();
+                let mut buf = vec![0xAB];
+                pack(&mut buf, values.iter().copied(), bits);
+                assert_eq!(buf.len(), 1 + packed_len(n, bits));
+                assert_eq!(
+                    unpack_vec(&buf[1..], bits, n).unwrap(),
+                    values,
+                    "{bits} bits"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn wrong_lengths_are_errors() {
+        let mut buf = Vec::new();
+        pack(&mut buf, [1, 2, 3], 2);
+        assert!(unpack_vec(&buf[..buf.len() - 1], 2, 3).is_err());
+        assert!(unpack_vec(&buf, 2, 5).is_err());
+        assert!(unpack_vec(&buf, 65, 3).is_err());
+        assert_eq!(bits_for(0), 0);
+        assert_eq!(bits_for(255), 8);
+        assert_eq!(bits_for(u64::MAX), 64);
+    }
+}

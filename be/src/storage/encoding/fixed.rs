@@ -1,0 +1,282 @@
+//! Encodings of fixed-width values (integers, dates, datetimes, decimals,
+//! floats) and of booleans.
+//!
+//! Bodies (after the page header):
+//! - PLAIN: the values, little-endian.
+//! - BIT_SHUFFLE: the values' bit planes (see [`super::bitshuffle`]).
+//! - FOR: `i128 reference` (the smallest value), `u8 bits`, then every value
+//!   minus the reference, bit-packed; null slots hold the reference.
+//! - RLE: `u32 runs`, the runs' values (PLAIN; one byte for booleans),
+//!   `u8 bits`, the run lengths bit-packed. Null slots extend the run
+//!   around them.
+
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
+use arrow::datatypes::ArrowNativeType;
+use tethys_common::{Result, TethysError};
+
+use super::bitpack::{bits_for, pack, unpack};
+use super::bitshuffle::{shuffle, unshuffle};
+use super::{Encoding, Reader};
+
+/// A fixed-width value: its bits as an integer (floats are viewed through
+/// their bit pattern, which only PLAIN, RLE and BIT_SHUFFLE use).
+pub trait Int: ArrowNativeType + Copy + PartialEq {
+    /// Byte width.
+    const W: usize;
+    fn to_i128(self) -> i128;
+    /// Truncating conversion (corrupt input wraps rather than panics).
+    fn from_i128(v: i128) -> Self;
+    fn write_le(self, out: &mut Vec<u8>);
+}
+
+macro_rules! int_impl {
+    ($($t:ty),*) => {$(
+        impl Int for $t {
+            const W: usize = std::mem::size_of::<$t>();
+            fn to_i128(self) -> i128 {
+                self as i128
+            }
+            fn from_i128(v: i128) -> Self {
+                v as $t
+            }
+            fn write_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+int_impl!(i8, i16, i32, i64, i128);
+
+/// Runs of equal values, null slots joining the run around them: the first
+/// valid value and length of each run.
+fn runs<T: Int>(vals: &[T], nulls: Option<&NullBuffer>) -> Vec<(T, u32)> {
+    let mut out: Vec<(T, u32)> = Vec::new();
+    let mut leading = 0u32;
+    for (i, v) in vals.iter().enumerate() {
+        if nulls.is_some_and(|nb| nb.is_null(i)) {
+            match out.last_mut() {
+                Some(r) => r.1 += 1,
+                None => leading += 1,
+            }
+            continue;
+        }
+        match out.last_mut() {
+            Some(r) if r.0 == *v => r.1 += 1,
+            _ => out.push((*v, 1)),
+        }
+    }
+    match out.first_mut() {
+        Some(r) => r.1 += leading,
+        None if leading > 0 => out.push((T::default(), leading)),
+        None => {}
+    }
+    out
+}
+
+/// Smallest and largest valid value.
+fn min_max<T: Int>(vals: &[T], nulls: Option<&NullBuffer>) -> Option<(i128, i128)> {
+    let mut mm: Option<(i128, i128)> = None;
+    for (i, v) in vals.iter().enumerate() {
+        if nulls.is_some_and(|nb| nb.is_null(i)) {
+            continue;
+        }
+        let v = v.to_i128();
+        mm = Some(match mm {
+            None => (v, v),
+            Some((lo, hi)) => (lo.min(v), hi.max(v)),
+        });
+    }
+    mm
+}
+
+/// FOR parameters (reference, bits) when the value range fits 64 bits.
+fn frame<T: Int>(vals: &[T], nulls: Option<&NullBuffer>) -> Option<(i128, u8)> {
+    let (lo, hi) = min_max(vals, nulls).unwrap_or((0, 0));
+    let range = hi.checked_sub(lo)?;
+    u64::try_from(range).ok().map(|r| (lo, bits_for(r)))
+}
+
+/// Encodes `vals` (with page nulls `nulls`) into `out`; `integer` allows
+/// FOR. `prefer` forces an encoding where it can represent the page.
+/// Returns the encoding used.
+pub fn encode<T: Int>(
+    vals: &[T],
+    nulls: Option<&NullBuffer>,
+    integer: bool,
+    prefer: Option<Encoding>,
+    out: &mut Vec<u8>,
+) -> Encoding {
+    let n = vals.len();
+    let frame = if integer { frame(vals, nulls) } else { None };
+    let chosen = match prefer {
+        Some(Encoding::For) if frame.is_some() => Encoding::For,
+        Some(e @ (Encoding::Plain | Encoding::BitShuffle | Encoding::Rle)) => e,
+        Some(_) => Encoding::Plain,
+        None => {
+            let plain = n * T::W;
+            let for_bytes = frame.map_or(usize::MAX, |(_, bits)| (n * bits as usize).div_ceil(8));
+            // Counting runs costs a pass; only worth it where FOR leaves
+            // more than a bit or two per value.
+            let rle_bytes = if for_bytes > n / 4 {
+                runs(vals, nulls).len() * (T::W + 2)
+            } else {
+                usize::MAX
+            };
+            if rle_bytes.saturating_mul(2) <= for_bytes.min(plain) {
+                Encoding::Rle
+            } else if for_bytes < plain {
+                Encoding::For
+            } else {
+                Encoding::BitShuffle
+            }
+        }
+    };
+    match chosen {
+        Encoding::Rle => {
+            let runs = runs(vals, nulls);
+            out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
+            for (v, _) in &runs {
+                v.write_le(out);
+            }
+            let max_len = runs.iter().map(|r| r.1).max().unwrap_or(0);
+            let bits = bits_for(u64::from(max_len));
+            out.push(bits);
+            pack(out, runs.iter().map(|r| u64::from(r.1)), bits);
+        }
+        Encoding::For => {
+            let (reference, bits) = frame.unwrap_or((0, 0));
+            out.extend_from_slice(&reference.to_le_bytes());
+            out.push(bits);
+            let delta = |(i, v): (usize, &T)| {
+                if nulls.is_some_and(|nb| nb.is_null(i)) {
+                    0
+                } else {
+                    (v.to_i128() - reference) as u64
+                }
+            };
+            pack(out, vals.iter().enumerate().map(delta), bits);
+        }
+        Encoding::BitShuffle => {
+            let mut raw = Vec::with_capacity(n * T::W);
+            vals.iter().for_each(|v| v.write_le(&mut raw));
+            shuffle(&raw, T::W, out);
+        }
+        _ => vals.iter().for_each(|v| v.write_le(out)),
+    }
+    chosen
+}
+
+/// Decodes `n` values of `T` encoded as `enc`, as a little-endian buffer.
+pub fn decode<T: Int>(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buffer> {
+    match enc {
+        Encoding::Plain => Ok(Buffer::from(r.take(n * T::W)?)),
+        Encoding::BitShuffle => {
+            let planes = r.take(super::bitshuffle::shuffled_len(n, T::W))?;
+            // Copied into an aligned buffer: a `Vec<u8>` is only byte-aligned
+            // (an empty one not even allocated).
+            Ok(Buffer::from(unshuffle(planes, T::W, n)?.as_slice()))
+        }
+        Encoding::For => {
+            let reference = r.i128()?;
+            let bits = r.u8()?;
+            let packed = r.take(super::bitpack::packed_len(n, bits))?;
+            let mut out: Vec<T> = vec![T::default(); n];
+            unpack(packed, bits, n, |i, d| {
+                out[i] = T::from_i128(reference.wrapping_add(i128::from(d)))
+            })?;
+            Ok(Buffer::from_vec(out))
+        }
+        Encoding::Rle => {
+            let (values, lengths) = read_runs(r, n, T::W)?;
+            let mut out: Vec<T> = Vec::with_capacity(n);
+            for (chunk, len) in values.chunks_exact(T::W).zip(lengths) {
+                let mut v = [0u8; 16];
+                v[..T::W].copy_from_slice(chunk);
+                // Truncating to the value's width restores it, sign included.
+                let value = T::from_i128(i128::from_le_bytes(v));
+                out.extend(std::iter::repeat_n(value, len as usize));
+            }
+            Ok(Buffer::from_vec(out))
+        }
+        Encoding::Dict => Err(TethysError::Corruption(
+            "dictionary encoding on a fixed-width column".into(),
+        )),
+    }
+}
+
+/// Reads an RLE body's run values (`w` bytes each) and run lengths, checking
+/// that the runs cover exactly `n` rows.
+fn read_runs<'a>(r: &mut Reader<'a>, n: usize, w: usize) -> Result<(&'a [u8], Vec<u32>)> {
+    let count = r.u32()? as usize;
+    if count > n {
+        return Err(TethysError::Corruption(format!(
+            "{count} runs in a page of {n} rows"
+        )));
+    }
+    let values = r.take(count * w)?;
+    let bits = r.u8()?;
+    if bits > 32 {
+        return Err(TethysError::Corruption(format!("{bits}-bit run lengths")));
+    }
+    let packed = r.take(super::bitpack::packed_len(count, bits))?;
+    let mut lengths = Vec::with_capacity(count);
+    let mut total = 0u64;
+    unpack(packed, bits, count, |_, l| {
+        total += l;
+        lengths.push(l as u32);
+    })?;
+    if total != n as u64 {
+        return Err(TethysError::Corruption(format!(
+            "runs cover {total} rows of a page of {n}"
+        )));
+    }
+    Ok((values, lengths))
+}
+
+/// Encodes booleans (PLAIN bitmap or RLE); returns the encoding used.
+pub fn encode_bools(
+    vals: &BooleanBuffer,
+    nulls: Option<&NullBuffer>,
+    prefer: Option<Encoding>,
+    out: &mut Vec<u8>,
+) -> Encoding {
+    let as_ints: Vec<i8> = vals.iter().map(i8::from).collect();
+    let chosen = match prefer {
+        Some(Encoding::Rle) => Encoding::Rle,
+        Some(_) => Encoding::Plain,
+        None => {
+            let runs = runs(&as_ints, nulls).len();
+            if runs * 3 * 2 <= vals.len().div_ceil(8) {
+                Encoding::Rle
+            } else {
+                Encoding::Plain
+            }
+        }
+    };
+    match chosen {
+        Encoding::Rle => {
+            encode(&as_ints, nulls, false, Some(Encoding::Rle), out);
+        }
+        _ => out.extend_from_slice(vals.sliced().as_slice()),
+    }
+    chosen
+}
+
+/// Decodes `n` booleans as a bitmap.
+pub fn decode_bools(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buffer> {
+    match enc {
+        Encoding::Plain => Ok(Buffer::from(r.take(n.div_ceil(8))?)),
+        Encoding::Rle => {
+            let (values, lengths) = read_runs(r, n, 1)?;
+            let mut b = arrow::array::BooleanBufferBuilder::new(n);
+            for (v, len) in values.iter().zip(lengths) {
+                b.append_n(len as usize, *v != 0);
+            }
+            Ok(b.finish().into_inner())
+        }
+        other => Err(TethysError::Corruption(format!(
+            "{} encoding on a boolean column",
+            other.name()
+        ))),
+    }
+}
