@@ -113,17 +113,32 @@ pub fn key_bounds(
                 .iter()
                 .map(|e| e.downcast_ref::<Literal>().map(|l| l.value().clone()))
                 .collect();
-            let Some(values) = values.filter(|v| !v.is_empty()) else {
+            let Some(values) =
+                values.filter(|v| !v.is_empty() && !v.iter().any(ScalarValue::is_null))
+            else {
                 continue;
             };
-            let mut sorted = values;
-            if sorted.iter().any(ScalarValue::is_null) {
-                continue;
-            }
-            sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(Ordering::Equal));
-            let (Some(min), Some(max)) = (sorted.first().cloned(), sorted.last().cloned()) else {
+            // Values that do not compare (mixed types) bound nothing.
+            let Some((min, max)) =
+                values[1..]
+                    .iter()
+                    .try_fold((&values[0], &values[0]), |(lo, hi), v| {
+                        let lo = if v.partial_cmp(lo)? == Ordering::Less {
+                            v
+                        } else {
+                            lo
+                        };
+                        let hi = if v.partial_cmp(hi)? == Ordering::Greater {
+                            v
+                        } else {
+                            hi
+                        };
+                        Some((lo, hi))
+                    })
+            else {
                 continue;
             };
+            let (min, max) = (min.clone(), max.clone());
             cons[k].raise_lo(min);
             cons[k].lower_hi(max);
         }

@@ -589,15 +589,7 @@ mod tests {
         let b: ArrayRef = Arc::new(Int64Array::from_iter_values(
             (0..rows as i64).map(|i| i % 100),
         ));
-        let mut cols = vec![None, None];
-        let r = p
-            .evaluate(
-                rows,
-                |_| false,
-                &mut cols,
-                |i| Ok(if i == 0 { a.clone() } else { b.clone() }),
-            )
-            .unwrap();
+        let (r, cols) = eval_counting(&mut p, rows, &a, &b, &RefCell::new(vec![0, 0]));
         assert!(matches!(r, PageRows::Filter(_)));
         assert_eq!(r.count(rows), 350);
         let want: Vec<i64> = (300..1000).filter(|i| i % 100 < 50).collect();

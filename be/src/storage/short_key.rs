@@ -253,7 +253,7 @@ impl ShortKeyIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use arrow::array::{Int64Array, StringArray};
     use std::sync::Arc;
 
     #[test]
@@ -351,7 +351,6 @@ mod tests {
             &f32[0],
             &mut out
         ));
-        let _ = Int32Array::from(vec![1]);
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub fn unpack(buf: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) -> 
     match bits {
         0 => (0..n).for_each(|i| f(i, 0)),
         1..=56 => {
-            seq!(1, 56, bits, unpack_width, buf, n, f);
+            by_width!(bits, unpack_width, buf, n, f);
         }
         _ => {
             let mask = if bits == 64 {
@@ -82,33 +82,26 @@ pub fn unpack(buf: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) -> 
     Ok(())
 }
 
-/// Calls `unpack_width::<B>` for the runtime width `bits` in `lo..=hi`.
-macro_rules! seq {
-    ($lo:literal, $hi:literal, $bits:expr, $func:ident, $($arg:expr),*) => {
-        seq_impl!($bits, $func, ($($arg),*),
+/// Calls `$func::<B>(args)` for the runtime width `$bits` when it is in
+/// 1..=56 (the widths an 8-byte load serves).
+macro_rules! by_width {
+    ($bits:expr, $func:ident, $($arg:expr),*) => {
+        by_width!(@list $bits, $func, ($($arg),*),
             1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28
             29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53
             54 55 56)
     };
-}
-
-macro_rules! seq_impl {
-    ($bits:expr, $func:ident, $args:tt, $($b:literal)*) => {
+    (@list $bits:expr, $func:ident, $args:tt, $($b:literal)*) => {
         match $bits {
-            $($b => seq_call!($func, $b, $args),)*
+            $($b => by_width!(@call $func, $b, $args),)*
             _ => {}
         }
     };
-}
-
-macro_rules! seq_call {
-    ($func:ident, $b:literal, ($($arg:expr),*)) => {
+    (@call $func:ident, $b:literal, ($($arg:expr),*)) => {
         $func::<$b>($($arg),*)
     };
 }
-use seq;
-use seq_call;
-use seq_impl;
+use by_width;
 
 /// Unpacks `n` values of `B` bits (B <= 56). Groups of eight values fill
 /// exactly `B` bytes, so with `B` known at compile time every offset inside
@@ -135,16 +128,16 @@ fn unpack_width<const B: usize>(buf: &[u8], n: usize, mut f: impl FnMut(usize, u
     }
 }
 
-/// Unpacks `n` values into a vector.
-pub fn unpack_vec(buf: &[u8], bits: u8, n: usize) -> Result<Vec<u64>> {
-    let mut out = vec![0u64; n];
-    unpack(buf, bits, n, |i, v| out[i] = v)?;
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Unpacks `n` values into a vector.
+    pub fn unpack_vec(buf: &[u8], bits: u8, n: usize) -> Result<Vec<u64>> {
+        let mut out = vec![0u64; n];
+        unpack(buf, bits, n, |i, v| out[i] = v)?;
+        Ok(out)
+    }
 
     #[test]
     fn every_width_round_trips() {

@@ -108,6 +108,8 @@ pub fn encode<T: Int>(
 ) -> Encoding {
     let n = vals.len();
     let frame = if integer { frame(vals, nulls) } else { None };
+    // The runs, once counted, serve both the choice and the encoding.
+    let mut counted: Option<Vec<(T, u32)>> = None;
     let chosen = match prefer {
         Some(Encoding::For) if frame.is_some() => Encoding::For,
         Some(e @ (Encoding::Plain | Encoding::BitShuffle | Encoding::Rle)) => e,
@@ -118,7 +120,7 @@ pub fn encode<T: Int>(
             // Counting runs costs a pass; only worth it where FOR leaves
             // more than a bit or two per value.
             let rle_bytes = if for_bytes > n / 4 {
-                runs(vals, nulls).len() * (T::W + 2)
+                counted.insert(runs(vals, nulls)).len() * (T::W + 2)
             } else {
                 usize::MAX
             };
@@ -133,15 +135,7 @@ pub fn encode<T: Int>(
     };
     match chosen {
         Encoding::Rle => {
-            let runs = runs(vals, nulls);
-            out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
-            for (v, _) in &runs {
-                v.write_le(out);
-            }
-            let max_len = runs.iter().map(|r| r.1).max().unwrap_or(0);
-            let bits = bits_for(u64::from(max_len));
-            out.push(bits);
-            pack(out, runs.iter().map(|r| u64::from(r.1)), bits);
+            write_runs(&counted.unwrap_or_else(|| runs(vals, nulls)), out);
         }
         Encoding::For => {
             let (reference, bits) = frame.unwrap_or((0, 0));
@@ -164,6 +158,18 @@ pub fn encode<T: Int>(
         _ => vals.iter().for_each(|v| v.write_le(out)),
     }
     chosen
+}
+
+/// Appends an RLE body: the run count, the values, the packed lengths.
+fn write_runs<T: Int>(runs: &[(T, u32)], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
+    for (v, _) in runs {
+        v.write_le(out);
+    }
+    let max_len = runs.iter().map(|r| r.1).max().unwrap_or(0);
+    let bits = bits_for(u64::from(max_len));
+    out.push(bits);
+    pack(out, runs.iter().map(|r| u64::from(r.1)), bits);
 }
 
 /// Decodes `n` values of `T` encoded as `enc`, as a little-endian buffer.
@@ -241,25 +247,23 @@ pub fn encode_bools(
     out: &mut Vec<u8>,
 ) -> Encoding {
     let as_ints: Vec<i8> = vals.iter().map(i8::from).collect();
-    let chosen = match prefer {
-        Some(Encoding::Rle) => Encoding::Rle,
-        Some(_) => Encoding::Plain,
-        None => {
-            let runs = runs(&as_ints, nulls).len();
-            if runs * 3 * 2 <= vals.len().div_ceil(8) {
-                Encoding::Rle
-            } else {
-                Encoding::Plain
-            }
-        }
+    let runs = match prefer {
+        Some(Encoding::Rle) | None => Some(runs(&as_ints, nulls)),
+        Some(_) => None,
     };
-    match chosen {
-        Encoding::Rle => {
-            encode(&as_ints, nulls, false, Some(Encoding::Rle), out);
+    // Runs cost about 3 bytes each against a bit a row for the bitmap.
+    let rle =
+        runs.filter(|r| prefer == Some(Encoding::Rle) || r.len() * 3 * 2 <= vals.len().div_ceil(8));
+    match rle {
+        Some(r) => {
+            write_runs(&r, out);
+            Encoding::Rle
         }
-        _ => out.extend_from_slice(vals.sliced().as_slice()),
+        None => {
+            out.extend_from_slice(vals.sliced().as_slice());
+            Encoding::Plain
+        }
     }
-    chosen
 }
 
 /// Decodes `n` booleans as a bitmap.
