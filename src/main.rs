@@ -72,6 +72,17 @@ struct StandaloneArgs {
     /// default 20% of the machine's memory, 0 turns it off).
     #[arg(long)]
     storage_page_cache_mb: Option<usize>,
+    /// Turns off background compaction on the BE (Doris' be.conf
+    /// `disable_auto_compaction`); `ADMIN COMPACT TABLE` still works.
+    #[arg(long)]
+    disable_auto_compaction: bool,
+    /// Background compaction threads on the BE.
+    #[arg(long, default_value_t = 1)]
+    compaction_threads: usize,
+    /// Versions (rowsets) a tablet may hold before loads into it are
+    /// refused (Doris' be.conf `max_tablet_version_num`).
+    #[arg(long, default_value_t = tethys_be::storage::tablet::MAX_TABLET_VERSION_NUM)]
+    max_tablet_version_num: usize,
 }
 
 impl Default for StandaloneArgs {
@@ -88,6 +99,9 @@ impl Default for StandaloneArgs {
             label_keep_max_second: tethys_fe::server::LABEL_KEEP_MAX_SECS,
             label_clean_interval_second: tethys_fe::server::LABEL_CLEAN_INTERVAL_SECS,
             storage_page_cache_mb: None,
+            disable_auto_compaction: false,
+            compaction_threads: 1,
+            max_tablet_version_num: tethys_be::storage::tablet::MAX_TABLET_VERSION_NUM,
         }
     }
 }
@@ -125,6 +139,12 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
             .storage_page_cache_mb
             .map(|mb| mb << 20)
             .unwrap_or_else(tethys_be::storage::page_cache::default_capacity),
+        compaction: tethys_be::storage::engine::CompactionConfig {
+            auto: !args.disable_auto_compaction,
+            threads: args.compaction_threads,
+            ..Default::default()
+        },
+        max_tablet_versions: args.max_tablet_version_num,
     };
     let backend = tethys_be::Backend::open(&be_cfg)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

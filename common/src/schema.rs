@@ -27,8 +27,96 @@ pub struct Column {
     /// Default value as SQL literal text (`None`: no default, i.e. NULL).
     pub default: Option<String>,
     pub comment: String,
-    /// Aggregation type of a value column in an AGGREGATE KEY table.
-    pub aggregation: Option<String>,
+    /// Aggregation type of a value column in an AGGREGATE KEY table
+    /// (`REPLACE` for every value column of a merge-on-read UNIQUE table).
+    pub aggregation: Option<AggregationType>,
+}
+
+/// The key model of a table: what rows with equal keys become.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeysType {
+    /// Keys only order the rows; every row is kept.
+    #[default]
+    Duplicate,
+    /// Rows with equal keys are combined column by column by each value
+    /// column's aggregation type.
+    Aggregate,
+    /// The newest row of a key replaces the older ones.
+    Unique,
+}
+
+impl KeysType {
+    /// The key clause keyword, e.g. `DUPLICATE KEY`.
+    pub fn sql(&self) -> &'static str {
+        match self {
+            KeysType::Duplicate => "DUPLICATE KEY",
+            KeysType::Aggregate => "AGGREGATE KEY",
+            KeysType::Unique => "UNIQUE KEY",
+        }
+    }
+
+    fn pb(&self) -> &'static str {
+        match self {
+            KeysType::Duplicate => "DUP_KEYS",
+            KeysType::Aggregate => "AGG_KEYS",
+            KeysType::Unique => "UNIQUE_KEYS",
+        }
+    }
+
+    fn from_pb(s: &str) -> Result<KeysType> {
+        match s {
+            "" | "DUP_KEYS" => Ok(KeysType::Duplicate),
+            "AGG_KEYS" => Ok(KeysType::Aggregate),
+            "UNIQUE_KEYS" => Ok(KeysType::Unique),
+            other => Err(TethysError::Corruption(format!(
+                "unknown keys type {other}"
+            ))),
+        }
+    }
+}
+
+/// How a value column of an AGGREGATE KEY table combines rows with equal keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AggregationType {
+    Sum,
+    Max,
+    Min,
+    /// The value of the newest row.
+    Replace,
+    /// The newest non-NULL value.
+    ReplaceIfNotNull,
+    HllUnion,
+    BitmapUnion,
+}
+
+impl AggregationType {
+    /// The SQL spelling, as in `amount BIGINT SUM`.
+    pub fn sql(&self) -> &'static str {
+        match self {
+            AggregationType::Sum => "SUM",
+            AggregationType::Max => "MAX",
+            AggregationType::Min => "MIN",
+            AggregationType::Replace => "REPLACE",
+            AggregationType::ReplaceIfNotNull => "REPLACE_IF_NOT_NULL",
+            AggregationType::HllUnion => "HLL_UNION",
+            AggregationType::BitmapUnion => "BITMAP_UNION",
+        }
+    }
+
+    /// Parses the SQL spelling, case-insensitively.
+    pub fn parse(s: &str) -> Option<AggregationType> {
+        Some(match s.to_ascii_uppercase().as_str() {
+            "SUM" => AggregationType::Sum,
+            "MAX" => AggregationType::Max,
+            "MIN" => AggregationType::Min,
+            "REPLACE" => AggregationType::Replace,
+            "REPLACE_IF_NOT_NULL" => AggregationType::ReplaceIfNotNull,
+            "HLL_UNION" => AggregationType::HllUnion,
+            "BITMAP_UNION" => AggregationType::BitmapUnion,
+            _ => return None,
+        })
+    }
 }
 
 mod column_type_serde {
@@ -62,7 +150,7 @@ impl Column {
 }
 
 /// The storage schema of a table (and of each of its tablets).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TableSchema {
     pub columns: Vec<Column>,
     /// The first `num_key_columns` columns are the sort key.
@@ -73,9 +161,41 @@ pub struct TableSchema {
     /// `bloom_filter_columns` table property).
     #[serde(default)]
     pub bloom_filter_columns: Vec<String>,
+    /// The key model; tables from before the data models are DUPLICATE.
+    #[serde(default)]
+    pub keys_type: KeysType,
+    /// A UNIQUE table that resolves keys at load time (delete bitmaps)
+    /// instead of at read time. Fixed at CREATE TABLE.
+    #[serde(default)]
+    pub merge_on_write: bool,
+    /// The `disable_auto_compaction` table property: backends do not
+    /// compact its tablets in the background (manual compaction still runs).
+    #[serde(default)]
+    pub disable_auto_compaction: bool,
 }
 
 impl TableSchema {
+    /// Whether reads must merge rows with equal keys across rowsets. For
+    /// now UNIQUE tables created merge-on-write merge on read too: their
+    /// delete bitmaps are not built yet, and merging gives the same answer.
+    pub fn merges_on_read(&self) -> bool {
+        self.keys_type != KeysType::Duplicate
+    }
+
+    /// How value column `i` combines rows with equal keys (`None` for key
+    /// columns and DUPLICATE tables).
+    pub fn merge_rule(&self, i: usize) -> Option<AggregationType> {
+        let c = self.columns.get(i)?;
+        if c.is_key {
+            return None;
+        }
+        match self.keys_type {
+            KeysType::Duplicate => None,
+            KeysType::Unique => Some(AggregationType::Replace),
+            KeysType::Aggregate => Some(c.aggregation.unwrap_or(AggregationType::Replace)),
+        }
+    }
+
     /// Arrow schema of the full table.
     pub fn arrow_schema(&self) -> SchemaRef {
         Arc::new(Schema::new(
@@ -113,11 +233,18 @@ impl TableSchema {
                     column_type: c.column_type.sql(),
                     nullable: c.nullable,
                     is_key: c.is_key,
+                    aggregation: c
+                        .aggregation
+                        .map(|a| a.sql().to_string())
+                        .unwrap_or_default(),
                 })
                 .collect(),
             num_key_columns: self.num_key_columns as u32,
             compression: self.compression.clone(),
             bloom_filter_columns: self.bloom_filter_columns.clone(),
+            keys_type: self.keys_type.pb().to_string(),
+            merge_on_write: self.merge_on_write,
+            disable_auto_compaction: self.disable_auto_compaction,
         }
     }
 
@@ -134,7 +261,15 @@ impl TableSchema {
                     is_key: c.is_key,
                     default: None,
                     comment: String::new(),
-                    aggregation: None,
+                    aggregation: match c.aggregation.as_str() {
+                        "" => None,
+                        a => Some(AggregationType::parse(a).ok_or_else(|| {
+                            TethysError::Corruption(format!(
+                                "column {} has unknown aggregation {a}",
+                                c.name
+                            ))
+                        })?),
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -154,6 +289,9 @@ impl TableSchema {
                 pb.compression.clone()
             },
             bloom_filter_columns: pb.bloom_filter_columns.clone(),
+            keys_type: KeysType::from_pb(&pb.keys_type)?,
+            merge_on_write: pb.merge_on_write,
+            disable_auto_compaction: pb.disable_auto_compaction,
         })
     }
 }
@@ -172,13 +310,15 @@ mod tests {
                 is_key: false,
                 default: None,
                 comment: String::new(),
-                aggregation: None,
+                aggregation: Some(AggregationType::ReplaceIfNotNull),
             }],
             num_key_columns: 0,
             compression: "zstd".into(),
-            bloom_filter_columns: vec![],
+            keys_type: KeysType::Aggregate,
+            ..Default::default()
         };
         let back = TableSchema::from_pb(&s.to_pb()).unwrap();
+        assert_eq!(back, s);
         assert_eq!(back.columns[0].column_type, s.columns[0].column_type);
         assert_eq!(back.compression, "zstd");
         assert_eq!(s.arrow_schema().field(0).name(), "amount");

@@ -208,6 +208,21 @@ impl ColumnType {
         )
     }
 
+    /// Whether SUM accepts the type.
+    pub fn is_numeric(&self) -> bool {
+        matches!(
+            self,
+            ColumnType::TinyInt
+                | ColumnType::SmallInt
+                | ColumnType::Int
+                | ColumnType::BigInt
+                | ColumnType::LargeInt
+                | ColumnType::Float
+                | ColumnType::Double
+                | ColumnType::Decimal { .. }
+        )
+    }
+
     /// Whether the type is a string type.
     pub fn is_string(&self) -> bool {
         matches!(

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use tethys_common::schema::{Column, TableSchema};
+use tethys_common::schema::{AggregationType, Column, TableSchema};
 use tethys_common::{Result, TethysError};
 use tethys_proto::{CreateTabletsRequest, DropTabletsRequest, TabletSpec};
 
@@ -239,6 +239,88 @@ fn check_overlap(
     Ok(())
 }
 
+/// The aggregation type of each column: checked against the key model
+/// and the column's type, `REPLACE` for the value columns of a UNIQUE table
+/// read by merging.
+fn check_aggregations(
+    ct: &CreateTable,
+    keys_type: KeysType,
+    num_keys: usize,
+) -> Result<Vec<Option<AggregationType>>> {
+    let mut out = Vec::with_capacity(ct.columns.len());
+    for (i, c) in ct.columns.iter().enumerate() {
+        let agg = match &c.aggregation {
+            Some(a) => Some(AggregationType::parse(a).ok_or_else(|| {
+                TethysError::Analysis(format!("Unknown aggregation type {a} of column {}", c.name))
+            })?),
+            None => None,
+        };
+        if i < num_keys {
+            if agg.is_some() {
+                return Err(TethysError::Analysis(format!(
+                    "Key column {} can not set aggregation type",
+                    c.name
+                )));
+            }
+            out.push(None);
+            continue;
+        }
+        let agg = match (keys_type, agg) {
+            (KeysType::Aggregate, None) => {
+                return Err(TethysError::Analysis(format!(
+                    "The value column {} of an AGGREGATE KEY table must declare its aggregation type (SUM, MAX, MIN, REPLACE, REPLACE_IF_NOT_NULL)",
+                    c.name
+                )));
+            }
+            (KeysType::Aggregate, Some(a)) => a,
+            (_, Some(a)) => {
+                return Err(TethysError::Analysis(format!(
+                    "The column {} declares aggregation type {}, which only AGGREGATE KEY tables allow",
+                    c.name,
+                    a.sql()
+                )));
+            }
+            (_, None) => {
+                out.push(None);
+                continue;
+            }
+        };
+        match agg {
+            AggregationType::HllUnion | AggregationType::BitmapUnion => {
+                return Err(TethysError::NotSupported(format!(
+                    "{} columns are not supported yet: Tethys has no HLL or BITMAP column type",
+                    agg.sql()
+                )));
+            }
+            AggregationType::Sum if !c.column_type.is_numeric() => {
+                return Err(TethysError::Analysis(format!(
+                    "Aggregate type SUM is not compatible with primitive type {} of column {}",
+                    c.column_type.desc(),
+                    c.name
+                )));
+            }
+            _ => {}
+        }
+        out.push(Some(agg));
+    }
+    Ok(out)
+}
+
+/// Whether rows of a table with this schema must be routed by key: a
+/// random bucket would keep two versions of a key apart.
+fn random_forbidden(schema: &TableSchema) -> bool {
+    match schema.keys_type {
+        KeysType::Duplicate => false,
+        KeysType::Unique => true,
+        KeysType::Aggregate => schema.columns.iter().any(|c| {
+            matches!(
+                c.aggregation,
+                Some(AggregationType::Replace | AggregationType::ReplaceIfNotNull)
+            )
+        }),
+    }
+}
+
 /// Validates CREATE TABLE and builds the catalog table (without ids).
 fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Result<Table> {
     let mut seen = HashSet::new();
@@ -248,20 +330,30 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
         }
     }
     let keys_type = match ct.keys_type.as_deref() {
+        None if ct.columns.iter().any(|c| c.aggregation.is_some()) => KeysType::Aggregate,
         None | Some("DUPLICATE") => KeysType::Duplicate,
         Some("AGGREGATE") => KeysType::Aggregate,
         Some(_) => KeysType::Unique,
     };
-    if keys_type != KeysType::Duplicate || ct.columns.iter().any(|c| c.aggregation.is_some()) {
-        return Err(TethysError::NotSupported(format!(
-            "{} tables are not supported yet; their merge semantics arrive with the data-model work. \
-             Use DUPLICATE KEY for now",
-            keys_type.sql().replace(" KEY", "")
-        )));
-    }
     // Key columns: explicit, or Doris' default (leading columns, up to 3 and 36 bytes,
     // stopping before FLOAT/DOUBLE/STRING and right after the first VARCHAR).
-    let key_columns: Vec<String> = if ct.key_columns.is_empty() {
+    let key_columns: Vec<String> = if ct.key_columns.is_empty() && keys_type != KeysType::Duplicate
+    {
+        // Doris: the columns before the first one with an aggregation type.
+        let keys: Vec<String> = ct
+            .columns
+            .iter()
+            .take_while(|c| c.aggregation.is_none())
+            .map(|c| c.name.clone())
+            .collect();
+        if keys.is_empty() || keys.len() == ct.columns.len() {
+            return Err(TethysError::Analysis(format!(
+                "{} table needs key columns followed by value columns",
+                keys_type.sql()
+            )));
+        }
+        keys
+    } else if ct.key_columns.is_empty() {
         let mut keys = vec![];
         let mut bytes = 0;
         for c in &ct.columns {
@@ -302,6 +394,7 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
             )));
         }
     }
+    let aggregations = check_aggregations(ct, keys_type, key_columns.len())?;
     let columns: Vec<Column> = ct
         .columns
         .iter()
@@ -313,11 +406,19 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
             is_key: i < key_columns.len(),
             default: c.default.clone(),
             comment: c.comment.clone(),
-            aggregation: None,
+            aggregation: if i < key_columns.len() {
+                None
+            } else {
+                aggregations[i]
+            },
         })
         .collect();
+
     let mut compression = "lz4".to_string();
     let mut bloom_filter_columns = vec![];
+    // Doris 2.1: UNIQUE tables merge on write unless told otherwise.
+    let mut merge_on_write = keys_type == KeysType::Unique;
+    let mut disable_auto_compaction = false;
     let mut properties = BTreeMap::new();
     for (k, v) in &ct.properties {
         let lk = k.to_ascii_lowercase();
@@ -354,6 +455,19 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
                 bloom_filter_columns = bloom_columns(&columns, v)?;
                 properties.insert(lk, v.clone());
             }
+            "enable_unique_key_merge_on_write" => {
+                if keys_type != KeysType::Unique {
+                    return Err(TethysError::Analysis(
+                        "enable_unique_key_merge_on_write property only support unique key table"
+                            .into(),
+                    ));
+                }
+                merge_on_write = bool_property(&lk, v)?;
+            }
+            "disable_auto_compaction" => {
+                disable_auto_compaction = bool_property(&lk, v)?;
+                properties.insert(lk, disable_auto_compaction.to_string());
+            }
             "group_commit_interval_ms" | "group_commit_data_bytes" => {
                 properties.insert(lk.clone(), check_group_commit_property(&lk, v)?);
             }
@@ -365,13 +479,32 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
     properties
         .entry("replication_allocation".into())
         .or_insert_with(|| "tag.location.default: 1".into());
+    if keys_type == KeysType::Unique {
+        properties.insert(
+            "enable_unique_key_merge_on_write".into(),
+            merge_on_write.to_string(),
+        );
+    }
     let schema = TableSchema {
         columns,
         num_key_columns: key_columns.len(),
         compression,
         bloom_filter_columns,
+        keys_type,
+        merge_on_write,
+        disable_auto_compaction,
     };
     let (distribution, auto_buckets) = match &ct.distribution {
+        Some(d) if d.hash_columns.is_empty() && random_forbidden(&schema) => {
+            return Err(TethysError::Analysis(format!(
+                "Should not be distributed by random when keys type is {}",
+                if keys_type == KeysType::Unique {
+                    "unique"
+                } else {
+                    "aggregate with REPLACE value columns"
+                }
+            )));
+        }
         Some(d) if d.hash_columns.is_empty() => (
             Distribution::Random {
                 buckets: d.buckets.unwrap_or(DEFAULT_BUCKETS),
@@ -383,6 +516,11 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
                 let i = schema.index_of(c).ok_or_else(|| {
                     TethysError::Analysis(format!("Distribution column[{c}] is not found"))
                 })?;
+                if keys_type != KeysType::Duplicate && !schema.columns[i].is_key {
+                    return Err(TethysError::Analysis(format!(
+                        "Distribution column[{c}] is not key column"
+                    )));
+                }
                 if !schema.columns[i].column_type.can_be_key() {
                     return Err(TethysError::Analysis(format!(
                         "Distribution column[{c}] is not allowed: {} can not be a distribution column",
@@ -401,6 +539,12 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
                 },
                 d.buckets.is_none(),
             )
+        }
+        None if random_forbidden(&schema) => {
+            return Err(TethysError::Analysis(format!(
+                "Create {} table should contain distribution desc",
+                keys_type.sql().replace(" KEY", "").to_lowercase()
+            )));
         }
         None => (
             Distribution::Random {
@@ -466,7 +610,6 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
         id: table_id,
         name: ct.name.clone(),
         schema,
-        keys_type,
         partition_column,
         partitions,
         distribution,
@@ -615,6 +758,17 @@ pub async fn truncate_table(
     Ok(())
 }
 
+/// A `true` / `false` table property.
+fn bool_property(key: &str, value: &str) -> Result<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(TethysError::Analysis(format!(
+            "Invalid {key}: '{value}', it must be true or false"
+        ))),
+    }
+}
+
 /// Checks a `group_commit_*` table property: a positive integer.
 fn check_group_commit_property(key: &str, value: &str) -> Result<String> {
     match value.trim().parse::<i64>() {
@@ -639,6 +793,12 @@ pub fn set_table_properties(
     for (k, v) in properties {
         let lk = k.to_ascii_lowercase();
         match lk.as_str() {
+            "enable_unique_key_merge_on_write" => {
+                return Err(TethysError::Analysis(
+                    "enable_unique_key_merge_on_write is fixed when the table is created and cannot be changed"
+                        .into(),
+                ));
+            }
             "group_commit_interval_ms" | "group_commit_data_bytes" => {
                 let v = check_group_commit_property(&lk, v)?;
                 checked.push((lk, v));
@@ -770,6 +930,12 @@ pub fn show_create_table(t: &Table) -> String {
         .iter()
         .map(|c| {
             let mut l = format!("  `{}` {}", c.name, c.column_type.sql());
+            if t.schema.keys_type == KeysType::Aggregate
+                && let Some(a) = c.aggregation
+            {
+                l.push(' ');
+                l.push_str(a.sql());
+            }
             l.push_str(if c.nullable { " NULL" } else { " NOT NULL" });
             if let Some(d) = &c.default {
                 if d == "CURRENT_TIMESTAMP" || d == "CURRENT_DATE" {
@@ -790,7 +956,11 @@ pub fn show_create_table(t: &Table) -> String {
         .iter()
         .map(|c| format!("`{}`", c.name))
         .collect();
-    s.push_str(&format!("{}({})\n", t.keys_type.sql(), keys.join(", ")));
+    s.push_str(&format!(
+        "{}({})\n",
+        t.schema.keys_type.sql(),
+        keys.join(", ")
+    ));
     s.push_str(&format!(
         "COMMENT '{}'\n",
         if t.comment.is_empty() {

@@ -189,6 +189,37 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
             ddl::drop_table(fe, &sdb, &db, &name, if_exists).await?;
             Ok(ok())
         }
+        Statement::AdminCompact {
+            db,
+            table,
+            partition,
+            kind,
+        } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let t = table_snapshot(fe, &db, &table)?;
+            if let Some(p) = &partition
+                && t.partition(p).is_none()
+            {
+                return Err(TethysError::Analysis(format!(
+                    "Partition {p} does not exist in table {}",
+                    t.name
+                )));
+            }
+            let tablets: Vec<_> = t
+                .partitions
+                .iter()
+                .filter(|p| partition.as_ref().is_none_or(|n| n.eq_ignore_ascii_case(&p.name)))
+                .flat_map(|p| p.tablets.iter().cloned())
+                .collect();
+            let r = planner::stats::compact_tablets(fe, &tablets, &kind).await?;
+            Ok(Output::Ok {
+                affected: 0,
+                info: format!(
+                    "{} compactions merged {} rowsets of {} rows into {} rows",
+                    r.compactions, r.input_rowsets, r.input_rows, r.output_rows
+                ),
+            })
+        }
         Statement::TruncateTable { db, name, partitions } => {
             ddl::truncate_table(fe, &sdb, &db, &name, &partitions).await?;
             Ok(ok())
@@ -307,14 +338,22 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
                 .schema
                 .columns
                 .iter()
-                .map(|c| {
+                .enumerate()
+                .map(|(i, c)| {
+                    // Doris: the aggregation of a value column, NONE for
+                    // DUPLICATE and merge-on-write UNIQUE tables.
+                    let extra = match t.schema.merge_rule(i) {
+                        _ if c.is_key => String::new(),
+                        Some(a) if !t.schema.merge_on_write => a.sql().to_string(),
+                        _ => "NONE".into(),
+                    };
                     vec![
                         c.name.clone(),
                         c.column_type.desc(),
                         if c.nullable { "Yes".into() } else { "No".into() },
                         if c.is_key { "true".into() } else { "false".into() },
                         c.default.clone().unwrap_or_else(|| "NULL".into()),
-                        if c.is_key { String::new() } else { "NONE".into() },
+                        extra,
                     ]
                 })
                 .collect();
@@ -418,10 +457,12 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
                 }
                 for tb in &p.tablets {
                     let s = stats.get(&tb.id).cloned().unwrap_or_default();
-                    let url = backends
-                        .get(&tb.backend_id)
-                        .map(|b| format!("http://{}:{}/api/meta/header/{}", b.host, b.http_port, tb.id))
-                        .unwrap_or_default();
+                    let url = |path: &str| {
+                        backends
+                            .get(&tb.backend_id)
+                            .map(|b| format!("http://{}:{}/api/{path}{}", b.host, b.http_port, tb.id))
+                            .unwrap_or_default()
+                    };
                     rows.push(vec![
                         tb.id.to_string(),
                         (tb.id + 1).to_string(),
@@ -440,8 +481,8 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
                         s.rowset_count.to_string(),
                         "0".into(),
                         "0".into(),
-                        url,
-                        String::new(),
+                        url("meta/header/"),
+                        url("compaction/show?tablet_id="),
                         "-1".into(),
                         "-1".into(),
                     ]);

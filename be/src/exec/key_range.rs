@@ -214,6 +214,7 @@ mod tests {
             num_key_columns: 2,
             compression: "lz4".into(),
             bloom_filter_columns: vec![],
+            ..Default::default()
         }
     }
 

@@ -5,6 +5,7 @@
 mod bind;
 mod key_range;
 mod like;
+mod merge_scan;
 mod predicate;
 mod scan;
 

@@ -34,6 +34,7 @@ use super::predicate::{PageRows, ScanPredicate};
 use crate::storage::StorageEngine;
 use crate::storage::page_cache::{CachedPage, PageKey};
 use crate::storage::segment::Segment;
+use crate::storage::tablet::ReadLease;
 use crate::storage::zone_map::ZoneStats;
 
 /// Scan of local tablets at a snapshot version.
@@ -77,24 +78,47 @@ impl TabletScanExec {
     }
 }
 
+impl TabletScanExec {
+    /// The scan description.
+    pub(super) fn scan(&self) -> &OlapScanExec {
+        &self.scan
+    }
+
+    /// The filter the scan prunes (and maybe filters) with.
+    pub(super) fn predicate(&self) -> Option<&Arc<dyn PhysicalExpr>> {
+        self.predicate.as_ref()
+    }
+
+    /// Whether the scan filters rows itself.
+    pub(super) fn evaluates(&self) -> bool {
+        self.evaluates
+    }
+
+    pub(super) fn engine(&self) -> &Arc<StorageEngine> {
+        &self.engine
+    }
+}
+
 impl DisplayAs for TabletScanExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         self.scan.fmt_as(t, f)
     }
 }
 
-struct Counters {
+/// The scan's counters, under Doris' profile names.
+#[derive(Clone)]
+pub(super) struct Counters {
     rows_read: Count,
     pages_read: Count,
     pages_skipped: Count,
     rows_stats_filtered: Count,
-    rows_pred_filtered: Count,
+    pub(super) rows_pred_filtered: Count,
     rows_bloom_filtered: Count,
     rows_key_filtered: Count,
     bytes_read: Count,
     raw_bytes_read: Count,
     cached_pages: Count,
-    rows_out: Count,
+    pub(super) rows_out: Count,
 }
 
 impl ExecutionPlan for TabletScanExec {
@@ -137,16 +161,6 @@ impl ExecutionPlan for TabletScanExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let schema: SchemaRef = self.scan.schema();
-        let pruning = match &self.predicate {
-            Some(p) => PruningPredicateBuilder::new()
-                .with_file_schema(schema.clone())
-                .build(p.clone()),
-            None => None,
-        };
-        let predicate = match &self.predicate {
-            Some(p) if self.evaluates => Some(ScanPredicate::new(p, &schema)?),
-            _ => None,
-        };
         let m = |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
         let counters = Counters {
             rows_read: m("RawRowsRead"),
@@ -162,27 +176,34 @@ impl ExecutionPlan for TabletScanExec {
             rows_out: MetricBuilder::new(&self.metrics).output_rows(partition),
         };
         let batch_size = context.session_config().batch_size().max(1);
-        let key_bounds = self.predicate.as_ref().and_then(|p| {
-            super::key_range::key_bounds(p, &self.scan.projection(), self.scan.table_schema())
-        });
-        let mut state = ScanState {
-            key_bounds,
-            schema: schema.clone(),
-            table_schema: self.scan.table_schema().clone(),
-            projection: self.scan.projection(),
-            engine: self.engine.clone(),
-            pruning,
-            predicate,
+        let tablets: VecDeque<(i64, i64)> = self.scan.tablets_of_partition(partition).into();
+        let table_schema = self.scan.table_schema();
+        if table_schema.merges_on_read() {
+            let merges_before = m("MergedRows");
+            let mut state = super::merge_scan::MergeScan::new(
+                self,
+                counters,
+                merges_before,
+                tablets,
+                batch_size,
+            )?;
+            let batches = std::iter::from_fn(move || state.next_batch().transpose());
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                schema,
+                futures::stream::iter(batches),
+            )));
+        }
+        let mut state = ScanState::new(
+            schema.clone(),
+            self.scan.projection(),
+            table_schema,
+            self.predicate.as_ref(),
+            self.evaluates,
+            self.engine.clone(),
             counters,
-            tablets: self.scan.tablets_of_partition(partition).into(),
-            segments: VecDeque::new(),
-            tablet_id: 0,
-            segment: None,
-            coalescer: BatchCoalescer::new(schema.clone(), batch_size),
-            ready: VecDeque::new(),
             batch_size,
-            done: false,
-        };
+        )?;
+        state.tablets = tablets;
         // The scan runs inline on the backend's execution pool, one page per
         // step: a page comes from the page cache or one positioned read, and
         // handing batches over from a separate reader thread cost more than
@@ -207,7 +228,7 @@ struct SegmentScan {
 }
 
 /// The scan's progress through its tablets, segments and pages.
-struct ScanState {
+pub(super) struct ScanState {
     schema: SchemaRef,
     table_schema: TableSchema,
     projection: Vec<usize>,
@@ -218,8 +239,10 @@ struct ScanState {
     key_bounds: Option<KeyBounds>,
     counters: Counters,
     tablets: VecDeque<(i64, i64)>,
-    segments: VecDeque<PathBuf>,
-    tablet_id: i64,
+    pub(super) segments: VecDeque<PathBuf>,
+    pub(super) tablet_id: i64,
+    /// Keeps the files of the tablet being read from compaction's sweep.
+    lease: Option<ReadLease>,
     segment: Option<SegmentScan>,
     /// Gathers the few rows left of selective pages into full batches.
     coalescer: BatchCoalescer,
@@ -230,8 +253,53 @@ struct ScanState {
 }
 
 impl ScanState {
+    /// A scan producing `schema` (the table's columns `projection`) that
+    /// prunes with `predicate` and, if `evaluates`, filters by it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        schema: SchemaRef,
+        projection: Vec<usize>,
+        table_schema: &TableSchema,
+        predicate: Option<&Arc<dyn PhysicalExpr>>,
+        evaluates: bool,
+        engine: Arc<StorageEngine>,
+        counters: Counters,
+        batch_size: usize,
+    ) -> Result<ScanState> {
+        let pruning = predicate.and_then(|p| {
+            PruningPredicateBuilder::new()
+                .with_file_schema(schema.clone())
+                .build(p.clone())
+        });
+        let key_bounds =
+            predicate.and_then(|p| super::key_range::key_bounds(p, &projection, table_schema));
+        let predicate = match predicate {
+            Some(p) if evaluates => Some(ScanPredicate::new(p, &schema)?),
+            _ => None,
+        };
+        Ok(ScanState {
+            key_bounds,
+            schema: schema.clone(),
+            table_schema: table_schema.clone(),
+            projection,
+            engine,
+            pruning,
+            predicate,
+            counters,
+            tablets: VecDeque::new(),
+            segments: VecDeque::new(),
+            tablet_id: 0,
+            lease: None,
+            segment: None,
+            coalescer: BatchCoalescer::new(schema, batch_size),
+            ready: VecDeque::new(),
+            batch_size,
+            done: false,
+        })
+    }
+
     /// The next output batch; `None` at the end.
-    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+    pub(super) fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         loop {
             if let Some(b) = self.ready.pop_front() {
                 return Ok(Some(b));
@@ -279,6 +347,7 @@ impl ScanState {
                 return Ok(false);
             };
             let tablet = self.engine.tablet(tablet_id)?;
+            self.lease = Some(tablet.lease());
             self.segments = tablet.segments_at(version)?.into();
             self.tablet_id = tablet_id;
         }
@@ -578,6 +647,7 @@ mod tests {
             num_key_columns: 1,
             compression: "lz4".into(),
             bloom_filter_columns: vec![],
+            ..Default::default()
         };
         engine.create_tablet(1, 1, 1, schema.clone(), 1).unwrap();
         // Rows arrive unsorted; the segment is sorted by key, so pages get tight zone maps.

@@ -1,5 +1,5 @@
 //! The BE HTTP port (8040 by default): Stream Load, two-phase commit, load
-//! error logs, health.
+//! error logs, a tablet's compaction status, health.
 
 use std::sync::Arc;
 
@@ -26,7 +26,10 @@ pub fn router(backend: Arc<Backend>) -> Router {
         .route("/api/_load_error_log", get(crate::load::error_log))
         .layer(DefaultBodyLimit::disable())
         .with_state(backend.clone());
-    Router::new().merge(loads).route(
+    let compaction = Router::new()
+        .route("/api/compaction/show", get(compaction_show))
+        .with_state(backend.clone());
+    Router::new().merge(loads).merge(compaction).route(
         "/api/health",
         get(move || {
             let b = backend.clone();
@@ -41,4 +44,54 @@ pub fn router(backend: Arc<Backend>) -> Router {
             }
         }),
     )
+}
+
+#[derive(serde::Deserialize)]
+struct TabletParam {
+    tablet_id: i64,
+}
+
+/// `GET /api/compaction/show?tablet_id=N`: the tablet's rowsets, cumulative
+/// point and compaction score, in the shape of Doris' endpoint (the
+/// `CompactionStatus` URL of `SHOW TABLETS`).
+async fn compaction_show(
+    axum::extract::State(b): axum::extract::State<Arc<Backend>>,
+    axum::extract::Query(q): axum::extract::Query<TabletParam>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let t = match b.engine.tablet(q.tablet_id) {
+        Ok(t) => t,
+        Err(e) => {
+            return (
+                axum::http::StatusCode::NOT_FOUND,
+                axum::Json(serde_json::json!({"status": "Fail", "msg": e.to_string()})),
+            )
+                .into_response();
+        }
+    };
+    let m = t.meta();
+    let describe = |r: &crate::storage::tablet::RowsetMeta| {
+        format!(
+            "[{}-{}] {} DATA {} {} {}",
+            r.start_version,
+            r.end_version,
+            r.segments.len(),
+            if r.sorted_run {
+                "NONOVERLAPPING"
+            } else {
+                "OVERLAPPING"
+            },
+            r.rowset_id,
+            r.data_size
+        )
+    };
+    axum::Json(serde_json::json!({
+        "cumulative policy type": "SIZE_BASED",
+        "cumulative point": m.cumulative_point,
+        "compaction score": t.compaction_score(),
+        "version": m.version,
+        "rowsets": m.rowsets.iter().map(describe).collect::<Vec<_>>(),
+        "stale_rowsets": t.stale_rowsets().iter().map(|s| describe(&s.rowset)).collect::<Vec<_>>(),
+    }))
+    .into_response()
 }

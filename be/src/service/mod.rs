@@ -32,6 +32,10 @@ pub struct BackendConfig {
     pub fe_rpc_url: Option<String>,
     /// Bytes of decoded pages the storage page cache keeps (0: off).
     pub page_cache_bytes: usize,
+    /// Background compaction settings.
+    pub compaction: crate::storage::engine::CompactionConfig,
+    /// Versions a tablet may hold before loads are refused.
+    pub max_tablet_versions: usize,
 }
 
 /// A running backend's shared state.
@@ -68,8 +72,13 @@ impl Drop for Backend {
 impl Backend {
     /// Opens the storage and builds the execution pool.
     pub fn open(cfg: &BackendConfig) -> Result<Arc<Backend>> {
-        let engine =
-            Arc::new(StorageEngine::open(&cfg.root)?.with_page_cache(cfg.page_cache_bytes));
+        let engine = Arc::new(
+            StorageEngine::open(&cfg.root)?
+                .with_page_cache(cfg.page_cache_bytes)
+                .with_compaction(cfg.compaction)
+                .with_max_tablet_versions(cfg.max_tablet_versions),
+        );
+        engine.start_compaction();
         let executor = Arc::new(FragmentExecutor::new(engine.clone())?);
         let threads = if cfg.exec_threads == 0 {
             std::thread::available_parallelism()

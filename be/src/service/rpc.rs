@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::storage::compaction::CompactionKind;
 use tethys_common::TethysError;
 use tethys_common::schema::TableSchema;
 use tethys_proto::backend_service_server::BackendService;
@@ -135,6 +136,8 @@ impl BackendService for BackendRpc {
                     rowset_count: s.rowset_count as i64,
                     segment_count: s.segment_count as i64,
                     found: true,
+                    compaction_score: s.compaction_score as i64,
+                    cumulative_point: s.cumulative_point,
                 },
                 None => TabletStat {
                     tablet_id: id,
@@ -144,5 +147,36 @@ impl BackendService for BackendRpc {
             })
             .collect();
         Ok(Response::new(TabletStatsResponse { tablets }))
+    }
+
+    async fn compact(
+        &self,
+        req: Request<CompactRequest>,
+    ) -> Result<Response<CompactResponse>, Status> {
+        let req = req.into_inner();
+        let kind = CompactionKind::parse(&req.kind).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "unknown compaction type '{}': cumulative, base or full",
+                req.kind
+            ))
+        })?;
+        let engine = self.backend.engine.clone();
+        // Compaction reads and writes files: off the RPC threads.
+        let done = tokio::task::spawn_blocking(move || {
+            let mut all = vec![];
+            for id in req.tablet_ids {
+                all.extend(engine.compact(id, kind)?);
+            }
+            Ok::<_, TethysError>(all)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("compaction task: {e}")))?
+        .map_err(Status::from)?;
+        Ok(Response::new(CompactResponse {
+            compactions: done.len() as i64,
+            input_rowsets: done.iter().map(|o| o.input_rowsets as i64).sum(),
+            input_rows: done.iter().map(|o| o.input_rows as i64).sum(),
+            output_rows: done.iter().map(|o| o.output_rows as i64).sum(),
+        }))
     }
 }

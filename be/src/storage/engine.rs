@@ -12,6 +12,7 @@ use tethys_common::fsutil::ensure_dir;
 use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
 
+use super::compaction::{self, CompactionKind, CompactionOutcome};
 use super::tablet::{Tablet, TabletMeta, TabletStats};
 
 /// All tablets on this backend.
@@ -26,6 +27,33 @@ pub struct StorageEngine {
     pub footers: super::segment::FooterCache,
     /// Decoded pages, shared by scans.
     pub pages: super::page_cache::PageCache,
+    /// Background compaction settings.
+    compaction: CompactionConfig,
+}
+
+/// How the backend compacts tablets.
+#[derive(Debug, Clone, Copy)]
+pub struct CompactionConfig {
+    /// Whether the background pool runs (Doris' `disable_auto_compaction`
+    /// inverted); manual compaction works either way.
+    pub auto: bool,
+    /// Background compaction threads.
+    pub threads: usize,
+    /// Cumulative output size that moves the cumulative point.
+    pub promotion_bytes: u64,
+    /// How long replaced rowsets stay for readers of older versions.
+    pub stale_sweep_ms: u64,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            auto: true,
+            threads: 1,
+            promotion_bytes: compaction::DEFAULT_PROMOTION_BYTES,
+            stale_sweep_ms: compaction::DEFAULT_STALE_SWEEP_MS,
+        }
+    }
 }
 
 impl StorageEngine {
@@ -67,7 +95,116 @@ impl StorageEngine {
             max_tablet_versions: super::tablet::MAX_TABLET_VERSION_NUM,
             footers: Default::default(),
             pages: Default::default(),
+            compaction: CompactionConfig::default(),
         })
+    }
+
+    /// Sets how the backend compacts.
+    pub fn with_compaction(mut self, c: CompactionConfig) -> Self {
+        self.compaction = c;
+        self
+    }
+
+    fn next_rowset_id(&self, suffix: &str) -> String {
+        format!(
+            "{:x}{:06x}{suffix}",
+            self.boot_ms,
+            self.rowset_seq.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    /// Runs compactions of `kind` on a tablet until none is left to do
+    /// (`ADMIN COMPACT TABLE`); returns what ran.
+    pub fn compact(&self, tablet_id: i64, kind: CompactionKind) -> Result<Vec<CompactionOutcome>> {
+        let t = self.tablet(tablet_id)?;
+        let mut done = vec![];
+        // A full compaction leaves one rowset; the others stop when their
+        // pick is empty. The bound only guards against a policy bug.
+        for _ in 0..64 {
+            match compaction::compact_once(
+                &t,
+                kind,
+                true,
+                || self.next_rowset_id("c"),
+                self.compaction.promotion_bytes,
+            )? {
+                Some(o) => done.push(o),
+                None => break,
+            }
+            if kind == CompactionKind::Full {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// One round of the background pool: compacts the tablet that needs it
+    /// most and sweeps stale rowsets. True if a compaction ran.
+    pub fn compact_round(&self) -> bool {
+        let mut tablets: Vec<(usize, Arc<Tablet>)> = self
+            .tablets()
+            .values()
+            .filter(|t| !t.auto_compaction_disabled())
+            .map(|t| (t.compaction_score(), t.clone()))
+            .collect();
+        tablets.sort_by_key(|t| std::cmp::Reverse(t.0));
+        let mut ran = false;
+        for (score, t) in tablets {
+            if score < 2 {
+                break;
+            }
+            for kind in [CompactionKind::Cumulative, CompactionKind::Base] {
+                match compaction::compact_once(
+                    &t,
+                    kind,
+                    false,
+                    || self.next_rowset_id("c"),
+                    self.compaction.promotion_bytes,
+                ) {
+                    Ok(Some(_)) => ran = true,
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!("compaction of tablet {} failed: {e}", t.id()),
+                }
+            }
+            if ran {
+                break;
+            }
+        }
+        let all: Vec<Arc<Tablet>> = self.tablets().values().cloned().collect();
+        for t in all {
+            if let Err(e) = t.sweep_stale(self.compaction.stale_sweep_ms) {
+                tracing::warn!("sweeping stale rowsets of tablet {} failed: {e}", t.id());
+            }
+        }
+        ran
+    }
+
+    /// Starts the background compaction threads; they stop when the engine
+    /// is dropped.
+    pub fn start_compaction(self: &Arc<Self>) {
+        if !self.compaction.auto {
+            return;
+        }
+        for i in 0..self.compaction.threads.max(1) {
+            let weak = Arc::downgrade(self);
+            let spawned = std::thread::Builder::new()
+                .name(format!("compaction-{i}"))
+                .spawn(move || {
+                    loop {
+                        let Some(engine) = weak.upgrade() else {
+                            return;
+                        };
+                        let ran = engine.compact_round();
+                        drop(engine);
+                        if !ran {
+                            std::thread::sleep(std::time::Duration::from_millis(200));
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!("cannot start a compaction thread: {e}");
+            }
+        }
     }
 
     /// Keeps up to `bytes` of decoded pages in memory (0: none).
@@ -106,6 +243,7 @@ impl StorageEngine {
             schema,
             version,
             rowsets: vec![],
+            cumulative_point: 0,
         };
         let t = Tablet::create(&self.data_dir.join(tablet_id.to_string()), meta)?;
         self.tablets
@@ -143,11 +281,7 @@ impl StorageEngine {
     pub fn write(&self, txn_id: i64, tablet_id: i64, batches: &[RecordBatch]) -> Result<u64> {
         let t = self.tablet(tablet_id)?;
         t.write(txn_id, batches, self.max_tablet_versions, || {
-            format!(
-                "{:x}{:06x}t{txn_id}",
-                self.boot_ms,
-                self.rowset_seq.fetch_add(1, Ordering::Relaxed)
-            )
+            self.next_rowset_id(&format!("t{txn_id}"))
         })
     }
 
@@ -221,6 +355,7 @@ mod tests {
             num_key_columns: 1,
             compression: "lz4".into(),
             bloom_filter_columns: vec![],
+            ..Default::default()
         }
     }
 
@@ -293,6 +428,7 @@ mod version_limit_tests {
             num_key_columns: 1,
             compression: "lz4".into(),
             bloom_filter_columns: vec![],
+            ..Default::default()
         };
         e.create_tablet(1, 1, 1, s.clone(), 1).unwrap();
         let b = RecordBatch::try_new(

@@ -1,8 +1,10 @@
 //! Tablet storage: segments of column pages, rowsets, tablets and the engine
 //! that holds them.
 
+pub mod compaction;
 pub mod encoding;
 pub mod engine;
+pub mod merge;
 pub mod page;
 pub mod page_cache;
 pub mod segment;

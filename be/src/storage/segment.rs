@@ -598,6 +598,7 @@ mod tests {
             num_key_columns: 1,
             compression: "lz4".into(),
             bloom_filter_columns: vec![],
+            ..Default::default()
         }
     }
 

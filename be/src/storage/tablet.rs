@@ -10,15 +10,19 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Mutex, RwLock};
 
-use arrow::array::RecordBatch;
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, UInt32Array};
 use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
 use serde::{Deserialize, Serialize};
 use tethys_common::fsutil::{ensure_dir, write_atomic};
-use tethys_common::schema::TableSchema;
+use tethys_common::schema::{KeysType, TableSchema};
 use tethys_common::{Result, TethysError};
 
+use super::merge::{MergeSpec, combine_sorted};
 use super::segment::{SegmentInfo, write_segment};
 
 const META_MAGIC: &[u8; 4] = b"TMT1";
@@ -39,6 +43,32 @@ pub struct RowsetMeta {
     pub num_rows: u64,
     pub data_size: u64,
     pub segments: Vec<SegmentInfo>,
+    /// Written by compaction: its segments are one sorted run, so a read
+    /// merges them as one source (a load's segments may overlap).
+    #[serde(default)]
+    pub sorted_run: bool,
+}
+
+impl RowsetMeta {
+    /// What this rowset adds to the tablet's compaction score: the sorted
+    /// runs a read of it must merge.
+    pub fn runs(&self) -> usize {
+        if self.sorted_run {
+            1
+        } else {
+            self.segments.len().max(1)
+        }
+    }
+}
+
+/// A rowset compaction replaced, kept for reads of older snapshot versions
+/// until no reader can need it. Only in memory: after a restart no query
+/// can need one, and opening the tablet removes their files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StaleRowset {
+    pub rowset: RowsetMeta,
+    /// When it was replaced (ms since the epoch).
+    pub stale_since_ms: u64,
 }
 
 /// The durable state of a tablet.
@@ -52,6 +82,10 @@ pub struct TabletMeta {
     /// Highest published version.
     pub version: i64,
     pub rowsets: Vec<RowsetMeta>,
+    /// Rowsets starting at or above this version are cumulative (small,
+    /// recent); those below it make up the base.
+    #[serde(default)]
+    pub cumulative_point: i64,
 }
 
 /// Segments a transaction has written but not yet published.
@@ -70,6 +104,9 @@ pub struct TabletStats {
     pub data_size: u64,
     pub rowset_count: usize,
     pub segment_count: usize,
+    /// Sorted runs a full read merges (Doris' compaction score).
+    pub compaction_score: usize,
+    pub cumulative_point: i64,
 }
 
 /// One tablet on this backend.
@@ -80,6 +117,22 @@ pub struct Tablet {
     pending: Mutex<HashMap<i64, PendingRowset>>,
     /// Serializes meta and pending-file rewrites.
     write_lock: Mutex<()>,
+    /// Held while a compaction of this tablet runs: one at a time.
+    pub(crate) compacting: Mutex<()>,
+    /// Rowsets compaction replaced, for readers of older versions.
+    stale: Mutex<Vec<StaleRowset>>,
+    /// Scans reading this tablet's files now; stale rowsets wait for zero.
+    readers: Arc<AtomicUsize>,
+}
+
+/// Keeps a tablet's stale rowsets on disk while a scan reads the tablet.
+#[derive(Debug)]
+pub struct ReadLease(Arc<AtomicUsize>);
+
+impl Drop for ReadLease {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, AtomicOrdering::Release);
+    }
 }
 
 fn encode_envelope(json: &[u8]) -> Vec<u8> {
@@ -120,7 +173,14 @@ fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
     write_atomic(path, &encode_envelope(&json))
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -134,6 +194,9 @@ impl Tablet {
             meta: RwLock::new(meta),
             pending: Mutex::new(HashMap::new()),
             write_lock: Mutex::new(()),
+            compacting: Mutex::new(()),
+            stale: Mutex::new(vec![]),
+            readers: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -182,6 +245,9 @@ impl Tablet {
             meta: RwLock::new(meta),
             pending: Mutex::new(pending),
             write_lock: Mutex::new(()),
+            compacting: Mutex::new(()),
+            stale: Mutex::new(vec![]),
+            readers: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -236,7 +302,7 @@ impl Tablet {
         if batch.num_rows() == 0 {
             return Ok(0);
         }
-        let batch = sort_by_key(&batch, meta.schema.num_key_columns)?;
+        let batch = sort_by_key(&batch, &meta.schema)?;
         let _g = lock(&self.write_lock);
         let mut pending = lock(&self.pending)
             .get(&txn_id)
@@ -279,6 +345,7 @@ impl Tablet {
                 num_rows: p.segments.iter().map(|s| s.num_rows).sum(),
                 data_size: p.segments.iter().map(|s| s.size).sum(),
                 segments: p.segments.clone(),
+                sorted_run: p.segments.len() == 1,
             });
         }
         meta.version = meta.version.max(version);
@@ -308,8 +375,9 @@ impl Tablet {
         lock(&self.pending).keys().copied().collect()
     }
 
-    /// Segment files visible at `version`, oldest first.
-    pub fn segments_at(&self, version: i64) -> Result<Vec<PathBuf>> {
+    /// Segment files visible at `version`, oldest first, grouped by
+    /// rowset: each inner list is one rowset's segments.
+    pub fn rowsets_at(&self, version: i64) -> Result<Vec<Vec<PathBuf>>> {
         let meta = self.meta();
         if meta.version < version {
             return Err(TethysError::Internal(format!(
@@ -317,16 +385,153 @@ impl Tablet {
                 meta.tablet_id, meta.version
             )));
         }
+        let stale = lock(&self.stale).clone();
         let mut rs: Vec<&RowsetMeta> = meta
             .rowsets
             .iter()
             .filter(|r| r.end_version <= version)
             .collect();
+        // A compacted rowset that ends after `version` replaced rowsets a
+        // reader at `version` still needs: the largest stale rowsets inside
+        // its range, up to `version` (merges nest, so they do not overlap).
+        for r in meta
+            .rowsets
+            .iter()
+            .filter(|r| r.start_version <= version && version < r.end_version)
+        {
+            let inside: Vec<&RowsetMeta> = stale
+                .iter()
+                .map(|s| &s.rowset)
+                .filter(|s| s.start_version >= r.start_version && s.end_version <= version)
+                .collect();
+            let span = |x: &RowsetMeta| (x.start_version, x.end_version);
+            let mut covered: Vec<&RowsetMeta> = Vec::new();
+            for a in &inside {
+                let contained = inside.iter().any(|b| {
+                    b.start_version <= a.start_version
+                        && a.end_version <= b.end_version
+                        && span(b) != span(a)
+                });
+                // Equal ranges hold the same rows: one of them.
+                if !contained && !covered.iter().any(|c| span(c) == span(a)) {
+                    covered.push(a);
+                }
+            }
+            let reaches = covered.iter().map(|c| c.start_version).min();
+            if reaches != Some(r.start_version) {
+                return Err(TethysError::Backend(format!(
+                    "[E-230]versions already merged: tablet {} cannot be read at version {version} any more, \
+                     compaction merged versions {}-{}; retry the query",
+                    meta.tablet_id, r.start_version, r.end_version
+                )));
+            }
+            rs.append(&mut covered);
+        }
         rs.sort_by_key(|r| r.start_version);
         Ok(rs
             .iter()
-            .flat_map(|r| r.segments.iter().map(|s| self.dir.join(&s.file)))
+            .map(|r| r.segments.iter().map(|s| self.dir.join(&s.file)).collect())
             .collect())
+    }
+
+    /// Segment files visible at `version`, oldest first.
+    pub fn segments_at(&self, version: i64) -> Result<Vec<PathBuf>> {
+        Ok(self.rowsets_at(version)?.into_iter().flatten().collect())
+    }
+
+    /// Sorted runs a full read of the tablet merges (Doris' compaction score).
+    pub fn compaction_score(&self) -> usize {
+        let m = self.meta.read().unwrap_or_else(|p| p.into_inner());
+        m.rowsets.iter().map(|r| r.runs()).sum()
+    }
+
+    /// Whether the table asked for no background compaction.
+    pub fn auto_compaction_disabled(&self) -> bool {
+        let m = self.meta.read().unwrap_or_else(|p| p.into_inner());
+        m.schema.disable_auto_compaction
+    }
+
+    /// Marks a scan reading this tablet's files until the lease drops.
+    pub fn lease(&self) -> ReadLease {
+        self.readers.fetch_add(1, AtomicOrdering::Acquire);
+        ReadLease(self.readers.clone())
+    }
+
+    /// Swaps `inputs` (consecutive rowsets, still live) for their compacted
+    /// `output` in one meta rewrite, keeping the inputs as stale rowsets;
+    /// `promote` moves the cumulative point past the output. False (and
+    /// nothing changed) if the inputs are no longer all live.
+    pub fn replace_rowsets(
+        &self,
+        inputs: &[RowsetMeta],
+        output: Option<RowsetMeta>,
+        promote: bool,
+    ) -> Result<bool> {
+        let _g = lock(&self.write_lock);
+        let mut meta = self.meta();
+        let ids: std::collections::HashSet<&str> =
+            inputs.iter().map(|r| r.rowset_id.as_str()).collect();
+        let live = meta
+            .rowsets
+            .iter()
+            .filter(|r| ids.contains(r.rowset_id.as_str()))
+            .count();
+        if live != inputs.len() || inputs.is_empty() {
+            return Ok(false);
+        }
+        let now = now_ms();
+        let end = inputs.iter().map(|r| r.end_version).max().unwrap_or(0);
+        meta.rowsets.retain(|r| !ids.contains(r.rowset_id.as_str()));
+        lock(&self.stale).extend(inputs.iter().cloned().map(|rowset| StaleRowset {
+            rowset,
+            stale_since_ms: now,
+        }));
+        if let Some(o) = output {
+            meta.rowsets.push(o);
+        }
+        meta.rowsets.sort_by_key(|r| r.start_version);
+        if promote {
+            meta.cumulative_point = meta.cumulative_point.max(end + 1);
+        }
+        write_json(&self.dir.join(META_FILE), &meta)?;
+        *self.meta.write().unwrap_or_else(|p| p.into_inner()) = meta;
+        Ok(true)
+    }
+
+    /// Deletes stale rowsets older than `min_age_ms` when no scan reads the
+    /// tablet. Returns the files removed.
+    pub fn sweep_stale(&self, min_age_ms: u64) -> Result<Vec<PathBuf>> {
+        if self.readers.load(AtomicOrdering::Acquire) > 0 {
+            return Ok(vec![]);
+        }
+        let now = now_ms();
+        let old: Vec<StaleRowset> = {
+            let mut stale = lock(&self.stale);
+            let (old, keep) = stale
+                .drain(..)
+                .partition(|s| now.saturating_sub(s.stale_since_ms) >= min_age_ms);
+            *stale = keep;
+            old
+        };
+        let mut removed = vec![];
+        for s in old {
+            for seg in s.rowset.segments {
+                let p = self.dir.join(&seg.file);
+                let _ = fs::remove_file(&p);
+                removed.push(p);
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Rowsets compaction replaced that are still on disk.
+    pub fn stale_rowsets(&self) -> Vec<StaleRowset> {
+        lock(&self.stale).clone()
+    }
+
+    /// A file path in this tablet's directory.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
     }
 
     /// Summary numbers.
@@ -338,21 +543,46 @@ impl Tablet {
             data_size: m.rowsets.iter().map(|r| r.data_size).sum(),
             rowset_count: m.rowsets.len(),
             segment_count: m.rowsets.iter().map(|r| r.segments.len()).sum(),
+            compaction_score: m.rowsets.iter().map(|r| r.runs()).sum(),
+            cumulative_point: m.cumulative_point,
         }
     }
 }
 
-/// Sorts a batch by its first `keys` columns.
-pub fn sort_by_key(batch: &RecordBatch, keys: usize) -> Result<RecordBatch> {
+/// How full rows of a table with `schema` merge by key.
+pub fn merge_spec(schema: &TableSchema) -> MergeSpec {
+    MergeSpec {
+        keys: (0..schema.num_key_columns).collect(),
+        rules: (0..schema.columns.len())
+            .map(|i| schema.merge_rule(i))
+            .collect(),
+        combine: schema.keys_type != KeysType::Duplicate,
+    }
+}
+
+/// Sorts a batch of full rows by the table's key; for AGGREGATE and UNIQUE
+/// tables rows with equal keys keep their arrival order and are combined
+/// into one (the load-time step of the model).
+pub fn sort_by_key(batch: &RecordBatch, schema: &TableSchema) -> Result<RecordBatch> {
+    let keys = schema.num_key_columns.min(batch.num_columns());
     if keys == 0 || batch.num_rows() < 2 {
         return Ok(batch.clone());
     }
-    let cols: Vec<SortColumn> = (0..keys.min(batch.num_columns()))
+    let mut cols: Vec<SortColumn> = (0..keys)
         .map(|i| SortColumn {
             values: batch.column(i).clone(),
             options: None,
         })
         .collect();
+    let spec = merge_spec(schema);
+    if spec.combine {
+        // The sort is not stable; arrival order breaks ties.
+        cols.push(SortColumn {
+            values: Arc::new(UInt32Array::from_iter_values(0..batch.num_rows() as u32)),
+            options: None,
+        });
+    }
     let idx = lexsort_to_indices(&cols, None)?;
-    Ok(take_record_batch(batch, &idx)?)
+    let sorted = take_record_batch(batch, &idx)?;
+    combine_sorted(&sorted, &spec)
 }

@@ -10,23 +10,7 @@ use tethys_common::schema::TableSchema;
 use tethys_common::types::ColumnType;
 use tethys_common::{Result, TethysError};
 
-/// The key model of a table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum KeysType {
-    Duplicate,
-    Aggregate,
-    Unique,
-}
-
-impl KeysType {
-    pub fn sql(&self) -> &'static str {
-        match self {
-            KeysType::Duplicate => "DUPLICATE KEY",
-            KeysType::Aggregate => "AGGREGATE KEY",
-            KeysType::Unique => "UNIQUE KEY",
-        }
-    }
-}
+pub use tethys_common::schema::KeysType;
 
 /// A bound of a range partition, in the partition column's integer form
 /// (days for DATE, microseconds for DATETIME, the value for integers).
@@ -172,8 +156,8 @@ impl Distribution {
 pub struct Table {
     pub id: i64,
     pub name: String,
+    /// Columns, keys and the key model (`schema.keys_type`).
     pub schema: TableSchema,
-    pub keys_type: KeysType,
     /// RANGE partition column, `None` when unpartitioned.
     pub partition_column: Option<String>,
     pub partitions: Vec<Partition>,

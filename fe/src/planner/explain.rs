@@ -321,6 +321,11 @@ impl Builder {
                 let v = scan.and_then(|c| c.get(*name)).copied().unwrap_or(0);
                 attrs.push(format!("{name}: {v}"));
             }
+            // Scans that merge rows by key (AGGREGATE, UNIQUE) also say how
+            // many rows merging folded away.
+            if let Some(v) = scan.and_then(|c| c.get("MergedRows")) {
+                attrs.push(format!("MergedRows: {v}"));
+            }
         }
         let id = self.alloc();
         RNode {

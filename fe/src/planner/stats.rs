@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use datafusion::physical_expr::PhysicalExpr;
 
 use tethys_common::Result;
+use tethys_common::backend_client::BackendClient;
 use tethys_proto::{TabletStat, TabletStatsRequest};
 
 use crate::catalog::{Table, TabletRef};
@@ -93,32 +94,77 @@ pub async fn table_rows(fe: &Arc<Frontend>, table: &Table) -> HashMap<i64, u64> 
     out
 }
 
-/// Asks each backend for the stats of its tablets among `tablets`.
-pub async fn tablet_stats(
+/// Calls `call` once per backend holding some of `tablets`, with a client
+/// of it and the ids of its tablets; the answers in backend order.
+async fn per_backend<T, F, Fut>(
     fe: &Arc<Frontend>,
     tablets: &[TabletRef],
-) -> Result<HashMap<i64, TabletStat>> {
+    mut call: F,
+) -> Result<Vec<T>>
+where
+    F: FnMut(Arc<BackendClient>, Vec<i64>) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
     let backends = fe.catalog.read().backends.clone();
     let mut per_be: BTreeMap<i64, Vec<i64>> = Default::default();
     for tb in tablets {
         per_be.entry(tb.backend_id).or_default().push(tb.id);
     }
-    let mut out = HashMap::new();
+    let mut out = Vec::with_capacity(per_be.len());
     for (be, ids) in per_be {
         let Some(info) = backends.get(&be) else {
             continue;
         };
-        let c = fe.pool.get(info)?;
+        out.push(call(fe.pool.get(info)?, ids).await?);
+    }
+    Ok(out)
+}
+
+/// Asks each backend for the stats of its tablets among `tablets`.
+pub async fn tablet_stats(
+    fe: &Arc<Frontend>,
+    tablets: &[TabletRef],
+) -> Result<HashMap<i64, TabletStat>> {
+    let answers = per_backend(fe, tablets, |c, ids| async move {
         let r = c
             .rpc()
             .tablet_stats(TabletStatsRequest { tablet_ids: ids })
             .await
             .map_err(|s| c.err(s))?;
-        for s in r.into_inner().tablets {
-            out.insert(s.tablet_id, s);
-        }
+        Ok(r.into_inner().tablets)
+    })
+    .await?;
+    Ok(answers
+        .into_iter()
+        .flatten()
+        .map(|s| (s.tablet_id, s))
+        .collect())
+}
+
+/// Compacts `tablets` on their backends (`kind`: cumulative, base or full)
+/// and adds up what the backends did.
+pub async fn compact_tablets(
+    fe: &Arc<Frontend>,
+    tablets: &[TabletRef],
+    kind: &str,
+) -> Result<tethys_proto::CompactResponse> {
+    let answers = per_backend(fe, tablets, |c, ids| async move {
+        let req = tethys_proto::CompactRequest {
+            tablet_ids: ids,
+            kind: kind.to_string(),
+        };
+        let r = c.rpc().compact(req).await.map_err(|s| c.err(s))?;
+        Ok(r.into_inner())
+    })
+    .await?;
+    let mut total = tethys_proto::CompactResponse::default();
+    for r in answers {
+        total.compactions += r.compactions;
+        total.input_rowsets += r.input_rowsets;
+        total.input_rows += r.input_rows;
+        total.output_rows += r.output_rows;
     }
-    Ok(out)
+    Ok(total)
 }
 
 /// Share of rows a predicate is expected to keep, from its shape alone (no

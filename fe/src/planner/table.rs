@@ -461,7 +461,6 @@ impl TableProvider for OlapTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::KeysType;
     use datafusion::logical_expr::{col, lit};
     use datafusion::prelude::SessionContext;
     use tethys_common::schema::{Column as TColumn, TableSchema};
@@ -509,8 +508,8 @@ mod tests {
                 num_key_columns: 1,
                 compression: "lz4".into(),
                 bloom_filter_columns: vec![],
+                ..Default::default()
             },
-            keys_type: KeysType::Duplicate,
             partition_column: Some("day".into()),
             partitions,
             distribution: Distribution::Random { buckets: 1 },

@@ -160,6 +160,15 @@ pub enum Statement {
         table: String,
         partition: Option<String>,
     },
+    /// `ADMIN COMPACT TABLE t [PARTITION p] [WHERE type = 'cumulative' | 'base' | 'full']`:
+    /// compacts the table's tablets now (Doris' statement; `full` when no
+    /// type is given) and returns when done.
+    AdminCompact {
+        db: Option<String>,
+        table: String,
+        partition: Option<String>,
+        kind: String,
+    },
     ShowVariables {
         global: bool,
         filter: ShowFilter,
@@ -416,6 +425,39 @@ pub fn parse(sql: &str) -> Result<Statement> {
             let id = t.number()?;
             t.finish()?;
             Ok(Statement::Kill { connection, id })
+        }
+        "admin" => {
+            t.advance();
+            if !t.eat_kws(&["compact", "table"]) {
+                return Err(TethysError::NotSupported(
+                    "of the ADMIN statements only ADMIN COMPACT TABLE is supported".into(),
+                ));
+            }
+            let (db, table) = t.object_name()?;
+            let partition = if t.eat_kw("partition") {
+                Some(t.ident()?)
+            } else {
+                None
+            };
+            let kind = if t.eat_kw("where") {
+                t.expect_kw("type")?;
+                t.expect(&Token::Eq)?;
+                t.string()?.to_ascii_lowercase()
+            } else {
+                "full".into()
+            };
+            t.finish()?;
+            if !matches!(kind.as_str(), "cumulative" | "base" | "full") {
+                return Err(TethysError::Analysis(format!(
+                    "Compaction type must be 'cumulative', 'base' or 'full', not '{kind}'"
+                )));
+            }
+            Ok(Statement::AdminCompact {
+                db,
+                table,
+                partition,
+                kind,
+            })
         }
         "begin" => Ok(Statement::Begin),
         "start" => {
