@@ -7,6 +7,7 @@
 
 pub mod backend_client;
 pub mod config;
+pub mod delete;
 pub mod error;
 pub mod fsutil;
 pub mod functions;

@@ -189,6 +189,27 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
             ddl::drop_table(fe, &sdb, &db, &name, if_exists).await?;
             Ok(ok())
         }
+        Statement::Delete {
+            db,
+            table,
+            partitions,
+            condition,
+        } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let t = table_snapshot(fe, &db, &table)?;
+            let d = crate::dml::delete(fe, &db, &t, &partitions, &condition).await?;
+            Ok(Output::Ok {
+                affected: 0,
+                info: format!(
+                    "{{'label':'{}', 'status':'VISIBLE', 'txnId':'{}'}}",
+                    d.label, d.txn_id
+                ),
+            })
+        }
+        Statement::Update(sql) => {
+            let insert = crate::dml::update_as_insert(&sql, &sdb, fe)?;
+            run_query(fe, session, &insert, None).await
+        }
         Statement::AdminCompact {
             db,
             table,

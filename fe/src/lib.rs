@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod ddl;
+pub mod dml;
 pub mod executor;
 pub mod frontend;
 pub mod http;

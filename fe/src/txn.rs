@@ -54,10 +54,10 @@ impl TxnManager {
     ) -> Result<TxnRecord> {
         self.catalog.mutate(|state, ids| {
             let id = ids.alloc();
-            let prefix = if source == "INSERT_STREAMING" {
-                "insert"
-            } else {
-                "stream_load"
+            let prefix = match source {
+                "INSERT_STREAMING" => "insert",
+                "FRONTEND" => "delete",
+                _ => "stream_load",
             };
             let label = label.unwrap_or_else(|| format!("{prefix}_{:x}{:08x}", now_ms(), id));
             if let Some(t) = state

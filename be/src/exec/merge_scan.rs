@@ -23,12 +23,19 @@ use datafusion::physical_expr::utils::{
 };
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::Count;
+use tethys_common::delete::DeleteFilter;
 use tethys_common::schema::TableSchema;
 
 use super::scan::{Counters, ScanState, TabletScanExec};
 use crate::storage::StorageEngine;
 use crate::storage::merge::{BatchSource, KeyMerger, MergeSpec};
 use crate::storage::tablet::{ReadLease, merge_spec};
+
+/// How one tablet is read: merged, or as its single segment.
+enum Reader {
+    Single(BatchSource),
+    Merge(KeyMerger),
+}
 
 /// The merging read of one scan partition's tablets.
 pub(super) struct MergeScan {
@@ -50,7 +57,7 @@ pub(super) struct MergeScan {
     rows_in: Arc<AtomicUsize>,
     rows_merged: usize,
     tablets: VecDeque<(i64, i64)>,
-    current: Option<(KeyMerger, ReadLease)>,
+    current: Option<(Reader, ReadLease)>,
     batch_size: usize,
 }
 
@@ -121,7 +128,11 @@ impl MergeScan {
     }
 
     /// One segment's scan as a merge source.
-    fn source(&self, tablet_id: i64, segment: std::path::PathBuf) -> Result<BatchSource> {
+    fn source(
+        &self,
+        tablet_id: i64,
+        segment: (std::path::PathBuf, Option<Arc<DeleteFilter>>),
+    ) -> Result<BatchSource> {
         let mut counters = self.counters.clone();
         // Output rows are counted after the merge.
         counters.rows_out = Count::new();
@@ -154,18 +165,26 @@ impl MergeScan {
         };
         let tablet = self.engine.tablet(tablet_id)?;
         let lease = tablet.lease();
-        let sources = tablet
-            .segments_at(version)?
+        let sources = super::scan::with_delete_filters(&tablet, version, &self.table_schema)?
             .into_iter()
             .map(|seg| self.source(tablet_id, seg))
             .collect::<Result<Vec<_>>>()?;
-        let merger = KeyMerger::new(
-            self.read_schema.clone(),
-            merge_spec_for(&self.table_schema, &self.read_projection),
-            sources,
-            self.batch_size,
-        )?;
-        self.current = Some((merger, lease));
+        // One segment (a compacted tablet, or one load) holds one row per
+        // key already: nothing to merge.
+        let mut sources = sources;
+        let reader = if sources.len() == 1
+            && let Some(only) = sources.pop()
+        {
+            Reader::Single(only)
+        } else {
+            Reader::Merge(KeyMerger::new(
+                self.read_schema.clone(),
+                merge_spec_for(&self.table_schema, &self.read_projection),
+                sources,
+                self.batch_size,
+            )?)
+        };
+        self.current = Some((reader, lease));
         Ok(true)
     }
 
@@ -178,7 +197,11 @@ impl MergeScan {
                 }
                 continue;
             };
-            let Some(merged) = m.next_batch()? else {
+            let next = match m {
+                Reader::Single(source) => source()?,
+                Reader::Merge(merger) => merger.next_batch()?,
+            };
+            let Some(merged) = next else {
                 self.current = None;
                 continue;
             };

@@ -26,6 +26,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use tethys_common::TethysError;
+use tethys_common::delete::DeleteFilter;
 use tethys_common::plan::OlapScanExec;
 use tethys_common::schema::TableSchema;
 
@@ -113,6 +114,8 @@ pub(super) struct Counters {
     pages_skipped: Count,
     rows_stats_filtered: Count,
     pub(super) rows_pred_filtered: Count,
+    /// Rows hidden by DELETE predicates (Doris' `RowsDelFiltered`).
+    rows_del_filtered: Count,
     rows_bloom_filtered: Count,
     rows_key_filtered: Count,
     bytes_read: Count,
@@ -168,6 +171,7 @@ impl ExecutionPlan for TabletScanExec {
             pages_skipped: m("PagesSkipped"),
             rows_stats_filtered: m("RowsStatsFiltered"),
             rows_pred_filtered: m("RowsVectorPredFiltered"),
+            rows_del_filtered: m("RowsDelFiltered"),
             rows_bloom_filtered: m("RowsBloomFilterFiltered"),
             rows_key_filtered: m("RowsKeyRangeFiltered"),
             bytes_read: m("CompressedBytesRead"),
@@ -224,6 +228,8 @@ struct SegmentScan {
     key_rows: (usize, usize),
     keep: Vec<bool>,
     proven: Vec<Vec<bool>>,
+    /// The DELETEs published after this segment's rowset.
+    deletes: Option<Arc<DeleteFilter>>,
     next_page: usize,
 }
 
@@ -239,7 +245,7 @@ pub(super) struct ScanState {
     key_bounds: Option<KeyBounds>,
     counters: Counters,
     tablets: VecDeque<(i64, i64)>,
-    pub(super) segments: VecDeque<PathBuf>,
+    pub(super) segments: VecDeque<(PathBuf, Option<Arc<DeleteFilter>>)>,
     pub(super) tablet_id: i64,
     /// Keeps the files of the tablet being read from compaction's sweep.
     lease: Option<ReadLease>,
@@ -348,10 +354,10 @@ impl ScanState {
             };
             let tablet = self.engine.tablet(tablet_id)?;
             self.lease = Some(tablet.lease());
-            self.segments = tablet.segments_at(version)?.into();
+            self.segments = with_delete_filters(&tablet, version, &self.table_schema)?.into();
             self.tablet_id = tablet_id;
         }
-        let Some(path) = self.segments.pop_front() else {
+        let Some((path, deletes)) = self.segments.pop_front() else {
             return Ok(false);
         };
         let seg = Segment::open_cached(&path, &self.table_schema, &self.engine.footers)?;
@@ -411,6 +417,7 @@ impl ScanState {
             key_rows,
             keep,
             proven,
+            deletes,
             next_page: 0,
         });
         Ok(true)
@@ -466,8 +473,9 @@ impl ScanState {
             let (seg, proven) = (&s.seg, &s.proven);
             let (engine, schema, projection) = (&self.engine, &self.schema, &self.projection);
             let tablet_id = self.tablet_id;
-            let read = |out_i: usize| -> Result<ArrayRef> {
-                let c = projection[out_i];
+            let table_fields = self.table_schema.arrow_schema();
+            // Page `pi` of table column `c`, the part the key range leaves.
+            let read_column = |c: usize, dt: &arrow::datatypes::DataType| -> Result<ArrayRef> {
                 let key = PageKey {
                     segment: seg.cache_id(),
                     column: c as u32,
@@ -480,7 +488,6 @@ impl ScanState {
                         a.slice(from, rows)
                     }
                 };
-                let dt = schema.field(out_i).data_type();
                 let cached = (key.segment != 0).then(|| engine.pages.get(&key)).flatten();
                 if let Some(page) = cached {
                     counters.cached_pages.add(1);
@@ -504,6 +511,8 @@ impl ScanState {
                 }
                 Ok(part(a))
             };
+            let read =
+                |out_i: usize| read_column(projection[out_i], schema.field(out_i).data_type());
             let mut columns: Vec<Option<ArrayRef>> = vec![None; projection.len()];
             let selected = match &mut self.predicate {
                 Some(p) => p.evaluate(
@@ -514,12 +523,11 @@ impl ScanState {
                 )?,
                 None => PageRows::All,
             };
-            let kept = selected.count(rows);
+            let mut kept = selected.count(rows);
             counters.rows_pred_filtered.add(rows - kept);
             if kept == 0 {
                 continue;
             }
-            counters.rows_out.add(kept);
             // Late materialization: the columns no conjunct read, only for
             // pages with surviving rows, only those rows.
             let mut arrays = Vec::with_capacity(columns.len());
@@ -533,6 +541,36 @@ impl ScanState {
                     schema.field(out_i).data_type(),
                 )?);
             }
+            // Rows of this rowset that later DELETEs hold for.
+            if let Some(d) = &s.deletes {
+                let inputs = d
+                    .columns
+                    .iter()
+                    .map(|&c| {
+                        let dt = table_fields.field(c).data_type();
+                        match projection.iter().position(|&p| p == c) {
+                            Some(out_i) => Ok(arrays[out_i].clone()),
+                            None => {
+                                super::predicate::plain(&selected.apply(read_column(c, dt)?)?, dt)
+                            }
+                        }
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let keep = d.keep(&RecordBatch::try_new(d.schema.clone(), inputs)?)?;
+                let survivors = keep.true_count();
+                if survivors < kept {
+                    counters.rows_del_filtered.add(kept - survivors);
+                    arrays = arrays
+                        .iter()
+                        .map(|a| arrow::compute::filter(a, &keep))
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    kept = survivors;
+                }
+                if kept == 0 {
+                    continue;
+                }
+            }
+            counters.rows_out.add(kept);
             return Ok(Some(RecordBatch::try_new_with_options(
                 schema.clone(),
                 arrays,
@@ -540,6 +578,23 @@ impl ScanState {
             )?));
         }
     }
+}
+
+/// The segments a read of `tablet` at `version` scans, each with the filter
+/// of the DELETEs published after its rowset.
+pub(super) fn with_delete_filters(
+    tablet: &crate::storage::tablet::Tablet,
+    version: i64,
+    schema: &TableSchema,
+) -> tethys_common::Result<Vec<(PathBuf, Option<Arc<DeleteFilter>>)>> {
+    let mut out = vec![];
+    for (files, deletes) in tablet.read_plan(version)? {
+        let refs: Vec<&[tethys_common::delete::DeleteCondition]> =
+            deletes.iter().map(|d| d.as_slice()).collect();
+        let filter = DeleteFilter::new(&refs, schema)?.map(Arc::new);
+        out.extend(files.into_iter().map(|f| (f, filter.clone())));
+    }
+    Ok(out)
 }
 
 /// Whether page `pi` may hold rows for every `column = value` / `IN`

@@ -149,6 +149,26 @@ impl BackendService for BackendRpc {
         Ok(Response::new(TabletStatsResponse { tablets }))
     }
 
+    async fn write_delete(
+        &self,
+        req: Request<WriteDeleteRequest>,
+    ) -> Result<Response<WriteDeleteResponse>, Status> {
+        let req = req.into_inner();
+        let conds: Vec<tethys_common::delete::DeleteCondition> = req
+            .conditions
+            .iter()
+            .map(tethys_common::delete::DeleteCondition::from_pb)
+            .collect();
+        let engine = self.backend.engine.clone();
+        tokio::task::spawn_blocking(move || {
+            engine.write_delete(req.txn_id, &req.tablet_ids, &conds)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("delete task: {e}")))?
+        .map_err(Status::from)?;
+        Ok(Response::new(WriteDeleteResponse {}))
+    }
+
     async fn compact(
         &self,
         req: Request<CompactRequest>,

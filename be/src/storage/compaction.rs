@@ -18,17 +18,19 @@
 //! removes them. Nothing is lost or counted twice.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::compute::{cast, concat_batches};
+use arrow::compute::{cast, concat_batches, filter_record_batch};
 use arrow::datatypes::{DataType, SchemaRef};
 use tethys_common::config::{ROWS_PER_PAGE, SEGMENT_FLUSH_ROWS};
+use tethys_common::delete::{DeleteCondition, DeleteFilter};
 use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
 
 use super::merge::{BatchSource, KeyMerger};
 use super::segment::{Segment, SegmentInfo, write_segment};
-use super::tablet::{RowsetMeta, Tablet, TabletMeta, lock, merge_spec};
+use super::tablet::{RowsetMeta, Tablet, TabletMeta, deletes_after, lock, merge_spec};
 
 /// Cumulative compaction waits for this many rowsets above the point
 /// (Doris' `cumulative_compaction_min_deltas`).
@@ -88,10 +90,18 @@ pub fn pick(meta: &TabletMeta, kind: CompactionKind, manual: bool) -> Option<Vec
             .filter(|r| r.end_version < meta.cumulative_point)
             .collect(),
         CompactionKind::Cumulative => {
-            let mut c: Vec<&RowsetMeta> = rowsets
+            // A DELETE's rowset ends a run: its predicate must keep hiding
+            // the older rows below the run, so only base or full compaction
+            // (which start at the oldest rowset) apply and drop it.
+            let above: Vec<&RowsetMeta> = rowsets
                 .into_iter()
                 .filter(|r| r.start_version >= meta.cumulative_point)
                 .collect();
+            let mut c: Vec<&RowsetMeta> = above
+                .split(|r| r.delete_predicate.is_some())
+                .find(|run| run.len() >= if manual { 2 } else { CUMULATIVE_MIN_DELTAS })
+                .map(|run| run.to_vec())
+                .unwrap_or_default();
             // Size tiers: a leading rowset larger than everything after it
             // is not rewritten for a few small ones (unless asked to).
             while c.len() > 1 && !manual {
@@ -108,8 +118,14 @@ pub fn pick(meta: &TabletMeta, kind: CompactionKind, manual: bool) -> Option<Vec
     };
     let enough = match (kind, manual) {
         // One rowset of overlapping segments is worth sorting into one run.
-        (_, true) | (CompactionKind::Full, _) => {
-            chosen.len() >= 2 || chosen.first().is_some_and(|r| !r.sorted_run)
+        (_, true) => chosen.len() >= 2 || chosen.first().is_some_and(|r| !r.sorted_run),
+        // Unasked, full compaction runs to apply accumulated DELETEs.
+        (CompactionKind::Full, false) => {
+            chosen
+                .iter()
+                .filter(|r| r.delete_predicate.is_some())
+                .count()
+                >= BASE_MIN_ROWSETS
         }
         (CompactionKind::Cumulative, false) => chosen.len() >= CUMULATIVE_MIN_DELTAS,
         (CompactionKind::Base, false) => {
@@ -121,8 +137,13 @@ pub fn pick(meta: &TabletMeta, kind: CompactionKind, manual: bool) -> Option<Vec
     enough.then(|| chosen.into_iter().cloned().collect())
 }
 
-/// Reads every row of a segment page by page, in its (key) order.
-fn segment_source(path: PathBuf, schema: &TableSchema) -> Result<BatchSource> {
+/// Reads every row of a segment page by page, in its (key) order, without
+/// the rows `deletes` holds for.
+fn segment_source(
+    path: PathBuf,
+    schema: &TableSchema,
+    deletes: Option<Arc<DeleteFilter>>,
+) -> Result<BatchSource> {
     let seg = Segment::open(&path, schema)?;
     let arrow_schema: SchemaRef = schema.arrow_schema();
     let types: Vec<DataType> = arrow_schema
@@ -149,7 +170,14 @@ fn segment_source(path: PathBuf, schema: &TableSchema) -> Result<BatchSource> {
             })
             .collect::<Result<Vec<_>>>()?;
         page += 1;
-        Ok(Some(RecordBatch::try_new(arrow_schema.clone(), columns)?))
+        let batch = RecordBatch::try_new(arrow_schema.clone(), columns)?;
+        Ok(Some(match &deletes {
+            Some(d) => {
+                let keep = d.keep(&batch.project(&d.columns)?)?;
+                filter_record_batch(&batch, &keep)?
+            }
+            None => batch,
+        }))
     }))
 }
 
@@ -207,8 +235,17 @@ pub fn run(
     let schema = tablet.meta().schema;
     let mut sources = Vec::new();
     for r in &inputs {
+        // DELETEs among the inputs apply to the older inputs (only base and
+        // full compaction, which start at the oldest rowset, have any).
+        let deletes = deletes_after(&inputs, r);
+        let refs: Vec<&[DeleteCondition]> = deletes.iter().map(|d| d.as_slice()).collect();
+        let filter = DeleteFilter::new(&refs, &schema)?.map(Arc::new);
         for s in &r.segments {
-            sources.push(segment_source(tablet.file(&s.file), &schema)?);
+            sources.push(segment_source(
+                tablet.file(&s.file),
+                &schema,
+                filter.clone(),
+            )?);
         }
     }
     let mut merger = KeyMerger::new(
@@ -248,6 +285,7 @@ pub fn run(
         data_size,
         segments: out.written.clone(),
         sorted_run: true,
+        delete_predicate: None,
     });
     let promote = match kind {
         CompactionKind::Cumulative => data_size >= promotion_bytes,
@@ -309,7 +347,6 @@ mod tests {
     use crate::storage::StorageEngine;
     use arrow::array::{AsArray, Int64Array};
     use arrow::datatypes::Int64Type;
-    use std::sync::Arc;
     use tethys_common::schema::{AggregationType, Column, KeysType};
     use tethys_common::types::ColumnType;
 
@@ -342,7 +379,7 @@ mod tests {
         let sources = t
             .segments_at(version)?
             .into_iter()
-            .map(|p| segment_source(p, &schema))
+            .map(|p| segment_source(p, &schema, None))
             .collect::<Result<Vec<_>>>()?;
         let mut m = KeyMerger::new(schema.arrow_schema(), merge_spec(&schema), sources, 1024)?;
         let mut out = vec![];
@@ -411,6 +448,7 @@ mod tests {
             data_size: size,
             segments: vec![],
             sorted_run: true,
+            delete_predicate: None,
         }
     }
 
@@ -455,8 +493,21 @@ mod tests {
             Some(3)
         );
         assert_eq!(
+            pick(&m, CompactionKind::Full, true).map(|v| v.len()),
+            Some(6)
+        );
+        // Unasked, full compaction waits for DELETEs to apply.
+        assert!(pick(&m, CompactionKind::Full, false).is_none());
+        let mut rs: Vec<RowsetMeta> = (2..8).map(small).collect();
+        for r in rs.iter_mut().skip(1) {
+            r.delete_predicate = Some(vec![]);
+        }
+        let m = meta(rs, 0);
+        assert_eq!(
             pick(&m, CompactionKind::Full, false).map(|v| v.len()),
             Some(6)
         );
+        // A DELETE ends a cumulative run.
+        assert!(pick(&m, CompactionKind::Cumulative, true).is_none());
     }
 }

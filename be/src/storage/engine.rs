@@ -153,7 +153,11 @@ impl StorageEngine {
             if score < 2 {
                 break;
             }
-            for kind in [CompactionKind::Cumulative, CompactionKind::Base] {
+            for kind in [
+                CompactionKind::Cumulative,
+                CompactionKind::Base,
+                CompactionKind::Full,
+            ] {
                 match compaction::compact_once(
                     &t,
                     kind,
@@ -283,6 +287,24 @@ impl StorageEngine {
         t.write(txn_id, batches, self.max_tablet_versions, || {
             self.next_rowset_id(&format!("t{txn_id}"))
         })
+    }
+
+    /// Records a DELETE's predicate on tablets as pending data of a transaction.
+    pub fn write_delete(
+        &self,
+        txn_id: i64,
+        tablet_ids: &[i64],
+        predicate: &[tethys_common::delete::DeleteCondition],
+    ) -> Result<()> {
+        for &id in tablet_ids {
+            let t = self.tablet(id)?;
+            // The predicate must build against the tablet's schema.
+            tethys_common::delete::DeleteFilter::new(&[predicate], &t.meta().schema)?;
+            t.write_delete(txn_id, predicate.to_vec(), self.max_tablet_versions, || {
+                self.next_rowset_id(&format!("t{txn_id}"))
+            })?;
+        }
+        Ok(())
     }
 
     /// Publishes a transaction on one tablet at `version`.

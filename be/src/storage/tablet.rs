@@ -18,6 +18,7 @@ use std::sync::Arc;
 use arrow::array::{RecordBatch, UInt32Array};
 use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
 use serde::{Deserialize, Serialize};
+use tethys_common::delete::DeleteCondition;
 use tethys_common::fsutil::{ensure_dir, write_atomic};
 use tethys_common::schema::{KeysType, TableSchema};
 use tethys_common::{Result, TethysError};
@@ -47,6 +48,21 @@ pub struct RowsetMeta {
     /// merges them as one source (a load's segments may overlap).
     #[serde(default)]
     pub sorted_run: bool,
+    /// A DELETE's version: no rows, a predicate hiding rows of older rowsets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_predicate: Option<DeletePredicate>,
+}
+
+/// A DELETE's conjunction of conditions.
+pub type DeletePredicate = Vec<DeleteCondition>;
+
+/// The predicates of the DELETEs among `rowsets` published after `r`.
+pub fn deletes_after(rowsets: &[RowsetMeta], r: &RowsetMeta) -> Vec<DeletePredicate> {
+    rowsets
+        .iter()
+        .filter(|d| d.start_version > r.end_version)
+        .filter_map(|d| d.delete_predicate.clone())
+        .collect()
 }
 
 impl RowsetMeta {
@@ -94,6 +110,9 @@ pub struct PendingRowset {
     pub txn_id: i64,
     pub rowset_id: String,
     pub segments: Vec<SegmentInfo>,
+    /// Set for a DELETE's transaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_predicate: Option<DeletePredicate>,
 }
 
 /// Summary numbers of a tablet.
@@ -274,15 +293,8 @@ impl Tablet {
         max_versions: usize,
         rowset_id: impl FnOnce() -> String,
     ) -> Result<u64> {
+        self.check_versions(max_versions)?;
         let meta = self.meta();
-        if meta.rowsets.len() >= max_versions {
-            return Err(TethysError::TooManyVersions(format!(
-                "[E-235]failed to init rowset builder. version count: {}, exceed limit: {max_versions}, tablet: {}. \
-                 Please reduce the frequency of loading data or adjust the max_tablet_version_num in be.conf to a larger value.",
-                meta.rowsets.len(),
-                meta.tablet_id
-            )));
-        }
         let schema = meta.schema.arrow_schema();
         for b in batches {
             if b.schema().fields().len() != schema.fields().len()
@@ -311,6 +323,7 @@ impl Tablet {
                 txn_id,
                 rowset_id: rowset_id(),
                 segments: vec![],
+                delete_predicate: None,
             });
         let seg_path = self.dir.join(format!(
             "{}_{}.dat",
@@ -323,6 +336,20 @@ impl Tablet {
         write_json(&self.dir.join(format!("txn_{txn_id}.json")), &pending)?;
         lock(&self.pending).insert(txn_id, pending);
         Ok(size)
+    }
+
+    /// Refuses a new version when the tablet already holds `max_versions`.
+    fn check_versions(&self, max_versions: usize) -> Result<()> {
+        let m = self.meta.read().unwrap_or_else(|p| p.into_inner());
+        if m.rowsets.len() >= max_versions {
+            return Err(TethysError::TooManyVersions(format!(
+                "[E-235]failed to init rowset builder. version count: {}, exceed limit: {max_versions}, tablet: {}. \
+                 Please reduce the frequency of loading data or adjust the max_tablet_version_num in be.conf to a larger value.",
+                m.rowsets.len(),
+                m.tablet_id
+            )));
+        }
+        Ok(())
     }
 
     /// Makes transaction `txn_id` visible at `version`. Idempotent.
@@ -345,7 +372,8 @@ impl Tablet {
                 num_rows: p.segments.iter().map(|s| s.num_rows).sum(),
                 data_size: p.segments.iter().map(|s| s.size).sum(),
                 segments: p.segments.clone(),
-                sorted_run: p.segments.len() == 1,
+                sorted_run: p.segments.len() <= 1,
+                delete_predicate: p.delete_predicate.clone(),
             });
         }
         meta.version = meta.version.max(version);
@@ -375,9 +403,8 @@ impl Tablet {
         lock(&self.pending).keys().copied().collect()
     }
 
-    /// Segment files visible at `version`, oldest first, grouped by
-    /// rowset: each inner list is one rowset's segments.
-    pub fn rowsets_at(&self, version: i64) -> Result<Vec<Vec<PathBuf>>> {
+    /// The rowsets visible at `version`, oldest first.
+    pub fn rowsets_at(&self, version: i64) -> Result<Vec<RowsetMeta>> {
         let meta = self.meta();
         if meta.version < version {
             return Err(TethysError::Internal(format!(
@@ -428,15 +455,53 @@ impl Tablet {
             rs.append(&mut covered);
         }
         rs.sort_by_key(|r| r.start_version);
-        Ok(rs
-            .iter()
-            .map(|r| r.segments.iter().map(|s| self.dir.join(&s.file)).collect())
-            .collect())
+        Ok(rs.into_iter().cloned().collect())
     }
 
     /// Segment files visible at `version`, oldest first.
     pub fn segments_at(&self, version: i64) -> Result<Vec<PathBuf>> {
-        Ok(self.rowsets_at(version)?.into_iter().flatten().collect())
+        Ok(self
+            .read_plan(version)?
+            .into_iter()
+            .flat_map(|(segments, _)| segments)
+            .collect())
+    }
+
+    /// What a read at `version` scans: each data rowset's segment files,
+    /// oldest first, with the predicates of the DELETEs published after it
+    /// (its rows they hold for are deleted).
+    pub fn read_plan(&self, version: i64) -> Result<Vec<(Vec<PathBuf>, Vec<DeletePredicate>)>> {
+        let rowsets = self.rowsets_at(version)?;
+        Ok(rowsets
+            .iter()
+            .filter(|r| !r.segments.is_empty())
+            .map(|r| {
+                let deletes = deletes_after(&rowsets, r);
+                let files = r.segments.iter().map(|s| self.dir.join(&s.file)).collect();
+                (files, deletes)
+            })
+            .collect())
+    }
+
+    /// Records a DELETE's predicate as transaction `txn_id`'s pending rowset.
+    pub fn write_delete(
+        &self,
+        txn_id: i64,
+        predicate: DeletePredicate,
+        max_versions: usize,
+        rowset_id: impl FnOnce() -> String,
+    ) -> Result<()> {
+        self.check_versions(max_versions)?;
+        let _g = lock(&self.write_lock);
+        let pending = PendingRowset {
+            txn_id,
+            rowset_id: rowset_id(),
+            segments: vec![],
+            delete_predicate: Some(predicate),
+        };
+        write_json(&self.dir.join(format!("txn_{txn_id}.json")), &pending)?;
+        lock(&self.pending).insert(txn_id, pending);
+        Ok(())
     }
 
     /// Sorted runs a full read of the tablet merges (Doris' compaction score).

@@ -96,7 +96,7 @@ pub async fn table_rows(fe: &Arc<Frontend>, table: &Table) -> HashMap<i64, u64> 
 
 /// Calls `call` once per backend holding some of `tablets`, with a client
 /// of it and the ids of its tablets; the answers in backend order.
-async fn per_backend<T, F, Fut>(
+pub(crate) async fn per_backend<T, F, Fut>(
     fe: &Arc<Frontend>,
     tablets: &[TabletRef],
     mut call: F,

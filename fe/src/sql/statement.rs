@@ -160,6 +160,16 @@ pub enum Statement {
         table: String,
         partition: Option<String>,
     },
+    /// `DELETE FROM t [PARTITION p | PARTITIONS (p, ...)] WHERE cond`.
+    Delete {
+        db: Option<String>,
+        table: String,
+        partitions: Vec<String>,
+        /// The condition's text, after WHERE.
+        condition: String,
+    },
+    /// `UPDATE t SET c = expr, ... [WHERE cond]` (the statement's text).
+    Update(String),
     /// `ADMIN COMPACT TABLE t [PARTITION p] [WHERE type = 'cumulative' | 'base' | 'full']`:
     /// compacts the table's tablets now (Doris' statement; `full` when no
     /// type is given) and returns when done.
@@ -376,14 +386,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
             t.advance();
             t.eat_kw("table");
             let (db, name) = t.object_name()?;
-            let mut partitions = vec![];
-            if t.eat_kw("partition") || t.eat_kw("partitions") {
-                if t.peek() == Some(&Token::LParen) {
-                    partitions = t.ident_list()?;
-                } else {
-                    partitions.push(t.ident()?);
-                }
-            }
+            let partitions = partition_list(&mut t)?;
             t.finish()?;
             Ok(Statement::TruncateTable {
                 db,
@@ -467,10 +470,8 @@ pub fn parse(sql: &str) -> Result<Statement> {
         }
         "commit" => Ok(Statement::Commit),
         "rollback" => Ok(Statement::Rollback),
-        "update" | "delete" => Err(TethysError::NotSupported(format!(
-            "{} is not supported yet (it arrives with the data-model work)",
-            first.to_uppercase()
-        ))),
+        "delete" => parse_delete(&mut t, trimmed),
+        "update" => Ok(Statement::Update(trimmed.to_string())),
         other => Err(TethysError::Syntax(format!(
             "You have an error in your SQL syntax: unknown statement starting with '{other}'"
         ))),
@@ -485,6 +486,42 @@ fn rest_after_words(sql: &str, n: usize) -> &str {
         s = s[end..].trim_start();
     }
     s
+}
+
+/// An optional `PARTITION p`, `PARTITION (p, ...)` or `PARTITIONS (p, ...)`.
+fn partition_list(t: &mut Tokens) -> Result<Vec<String>> {
+    if !(t.eat_kw("partition") || t.eat_kw("partitions")) {
+        return Ok(vec![]);
+    }
+    if t.peek() == Some(&Token::LParen) {
+        t.ident_list()
+    } else {
+        Ok(vec![t.ident()?])
+    }
+}
+
+fn parse_delete(t: &mut Tokens, sql: &str) -> Result<Statement> {
+    t.advance();
+    t.expect_kw("from")?;
+    let (db, table) = t.object_name()?;
+    let partitions = partition_list(t)?;
+    if t.peek_kws(&["using"]) {
+        return Err(TethysError::NotSupported(
+            "DELETE ... USING is not supported yet".into(),
+        ));
+    }
+    if !t.peek_kws(&["where"]) {
+        return Err(TethysError::Analysis(
+            "DELETE needs a WHERE condition (TRUNCATE TABLE empties a table)".into(),
+        ));
+    }
+    let at = find_top_level_kw(sql, "where").ok_or_else(|| t.unexpected("WHERE"))?;
+    Ok(Statement::Delete {
+        db,
+        table,
+        partitions,
+        condition: sql[at + 5..].trim().to_string(),
+    })
 }
 
 fn parse_insert(sql: &str) -> Result<Statement> {
