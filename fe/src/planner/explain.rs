@@ -327,7 +327,10 @@ impl Builder {
                 attrs.push(format!("MergedRows: {v}"));
             }
             // ... and scans of tables with DELETEs how many rows they hid.
-            if let Some(v) = scan.and_then(|c| c.get("RowsDelFiltered")).filter(|v| **v > 0) {
+            if let Some(v) = scan
+                .and_then(|c| c.get("RowsDelFiltered"))
+                .filter(|v| **v > 0)
+            {
                 attrs.push(format!("RowsDelFiltered: {v}"));
             }
         }
