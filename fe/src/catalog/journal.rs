@@ -113,6 +113,9 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
         }
         EditOp::DropDatabase { name } => {
             state.databases.remove(name);
+            // Labels belong to the database (Doris keys them by database
+            // id): a new database of the same name starts with none taken.
+            state.txns.retain(|_, t| t.db != *name);
         }
         EditOp::CreateTable { db, table } => {
             let d = state
