@@ -706,3 +706,58 @@ async fn kill_during_a_load_leaves_all_or_nothing() {
         );
     }
 }
+
+/// Stream Load into AGGREGATE and UNIQUE tables: equal keys in one file
+/// combine in file order, and loads combine with each other.
+#[tokio::test]
+async fn aggregate_and_unique_tables_combine_loaded_rows() {
+    let f = Fixture::new().await;
+    let mut c = Conn::new(f.server.opts()).await.expect("connect");
+    c.query_drop(
+        "CREATE TABLE ld.agg (id INT NOT NULL, total DECIMAL(10,2) SUM, last VARCHAR(8) REPLACE, \
+         hi INT MAX) AGGREGATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
+    )
+    .await
+    .expect("agg table");
+    c.query_drop(
+        "CREATE TABLE ld.uniq (id INT NOT NULL, last VARCHAR(8), hi INT) UNIQUE KEY(id) \
+         DISTRIBUTED BY HASH(id) BUCKETS 2",
+    )
+    .await
+    .expect("unique table");
+    let first = f.file("a.csv", "1,1.50,a,5\n2,2.00,b,1\n1,1.25,c,3\n1,0.25,d,9\n");
+    let second = f.file("b.csv", "2,3.00,e,0\n3,1.00,f,7\n");
+    for file in [&first, &second] {
+        let body = f
+            .server
+            .stream_load("ld", "agg", file, &["column_separator:,"]);
+        assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+        let body = f.server.stream_load(
+            "ld",
+            "uniq",
+            file,
+            &["column_separator:,", "columns: id, tmp, last, hi"],
+        );
+        assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    }
+    let agg: Vec<(i32, String, String, i32)> = c
+        .query("SELECT id, CAST(total AS CHAR), last, hi FROM ld.agg ORDER BY id")
+        .await
+        .expect("agg rows");
+    assert_eq!(
+        agg,
+        vec![
+            (1, "3.00".into(), "d".into(), 9),
+            (2, "5.00".into(), "e".into(), 1),
+            (3, "1.00".into(), "f".into(), 7),
+        ]
+    );
+    let uniq: Vec<(i32, String, i32)> = c
+        .query("SELECT id, last, hi FROM ld.uniq ORDER BY id")
+        .await
+        .expect("unique rows");
+    assert_eq!(
+        uniq,
+        vec![(1, "d".into(), 9), (2, "e".into(), 0), (3, "f".into(), 7)]
+    );
+}
