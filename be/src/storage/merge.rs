@@ -295,27 +295,48 @@ impl KeyMerger {
         let mut ends: Vec<usize> = Vec::new();
         // The first row of the group being gathered, as (slot, row).
         let mut group: Option<(usize, usize)> = None;
-        while let Some(&ci) = self.heap.first() {
-            let (slot, pos) = (self.cursors[ci].slot, self.cursors[ci].pos);
-            let same = self.spec.combine
-                && group
-                    .is_some_and(|(gs, gr)| self.held[gs].1.row(gr) == self.held[slot].1.row(pos));
-            if !same {
-                if !picks.is_empty() {
-                    ends.push(picks.len());
-                    if ends.len() >= self.batch_size {
-                        break;
+        'rows: while let Some(&ci) = self.heap.first() {
+            // The next-smallest head: the rows of `ci` below it come out as
+            // one run without touching the heap.
+            let runner = match self.heap.len() {
+                1 => None,
+                2 => Some(self.heap[1]),
+                _ => Some(
+                    if self.key_cmp(self.heap[1], self.heap[2]) == Ordering::Less {
+                        self.heap[1]
+                    } else {
+                        self.heap[2]
+                    },
+                ),
+            };
+            loop {
+                let (slot, pos) = (self.cursors[ci].slot, self.cursors[ci].pos);
+                let same = self.spec.combine
+                    && group.is_some_and(|(gs, gr)| {
+                        self.held[gs].1.row(gr) == self.held[slot].1.row(pos)
+                    });
+                if !same {
+                    if !picks.is_empty() {
+                        ends.push(picks.len());
+                        if ends.len() >= self.batch_size {
+                            // `ci` is still the smallest head: the heap holds.
+                            break 'rows;
+                        }
                     }
+                    group = Some((slot, pos));
                 }
-                group = Some((slot, pos));
-            }
-            picks.push((slot, pos));
-            let c = &mut self.cursors[ci];
-            c.pos += 1;
-            if c.pos == c.len && !self.load(ci)? {
-                let last = self.heap.len() - 1;
-                self.heap.swap(0, last);
-                self.heap.pop();
+                picks.push((slot, pos));
+                let c = &mut self.cursors[ci];
+                c.pos += 1;
+                if c.pos == c.len && !self.load(ci)? {
+                    let last = self.heap.len() - 1;
+                    self.heap.swap(0, last);
+                    self.heap.pop();
+                    break;
+                }
+                if runner.is_some_and(|r| self.key_cmp(ci, r) != Ordering::Less) {
+                    break;
+                }
             }
             if !self.heap.is_empty() {
                 self.sift_down(0);
@@ -510,5 +531,70 @@ mod tests {
         );
         assert_eq!(rows(&m.next_batch().unwrap().unwrap()).len(), 1);
         assert!(m.next_batch().unwrap().is_none());
+    }
+
+    /// The heap merge (with its runs) against sorting everything and
+    /// combining: random sources of unique sorted keys, cut into batches at
+    /// random, several batch sizes.
+    #[test]
+    fn merge_matches_sort_and_combine() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for round in 0..200 {
+            let nsources = 1 + next(6) as usize;
+            let mut sources = vec![];
+            let mut all = vec![];
+            for si in 0..nsources {
+                let keys: Vec<i64> = (0..60).filter(|_| next(3) == 0).collect();
+                let vals: Vec<Option<i64>> =
+                    keys.iter().map(|k| Some(si as i64 * 1000 + k)).collect();
+                let names: Vec<Option<String>> =
+                    keys.iter().map(|k| Some(format!("s{si}k{k}"))).collect();
+                let refs: Vec<Option<&str>> = names.iter().map(|n| n.as_deref()).collect();
+                let b = batch(&keys, &vals, &refs);
+                all.push(b.clone());
+                let mut parts = vec![];
+                let mut at = 0;
+                while at < b.num_rows() {
+                    let len = (1 + next(8) as usize).min(b.num_rows() - at);
+                    parts.push(b.slice(at, len));
+                    at += len;
+                }
+                sources.push(source(parts));
+            }
+            let spec = spec(AggregationType::Sum, AggregationType::Replace);
+            let size = 1 + next(10) as usize;
+            let mut m = KeyMerger::new(schema(), spec.clone(), sources, size).unwrap();
+            let mut got = vec![];
+            while let Some(b) = m.next_batch().unwrap() {
+                assert!(b.num_rows() <= size);
+                got.extend(rows(&b));
+            }
+            let concat = arrow::compute::concat_batches(&schema(), &all).unwrap();
+            let order = arrow::compute::lexsort_to_indices(
+                &[
+                    arrow::compute::SortColumn {
+                        values: concat.column(0).clone(),
+                        options: None,
+                    },
+                    arrow::compute::SortColumn {
+                        values: Arc::new(UInt32Array::from_iter_values(
+                            0..concat.num_rows() as u32,
+                        )),
+                        options: None,
+                    },
+                ],
+                None,
+            )
+            .unwrap();
+            let sorted = arrow::compute::take_record_batch(&concat, &order).unwrap();
+            let want = rows(&combine_sorted(&sorted, &spec).unwrap());
+            assert_eq!(got, want, "round {round}");
+        }
     }
 }
