@@ -295,48 +295,27 @@ impl KeyMerger {
         let mut ends: Vec<usize> = Vec::new();
         // The first row of the group being gathered, as (slot, row).
         let mut group: Option<(usize, usize)> = None;
-        'rows: while let Some(&ci) = self.heap.first() {
-            // The next-smallest head: the rows of `ci` below it come out as
-            // one run without touching the heap.
-            let runner = match self.heap.len() {
-                1 => None,
-                2 => Some(self.heap[1]),
-                _ => Some(
-                    if self.key_cmp(self.heap[1], self.heap[2]) == Ordering::Less {
-                        self.heap[1]
-                    } else {
-                        self.heap[2]
-                    },
-                ),
-            };
-            loop {
-                let (slot, pos) = (self.cursors[ci].slot, self.cursors[ci].pos);
-                let same = self.spec.combine
-                    && group.is_some_and(|(gs, gr)| {
-                        self.held[gs].1.row(gr) == self.held[slot].1.row(pos)
-                    });
-                if !same {
-                    if !picks.is_empty() {
-                        ends.push(picks.len());
-                        if ends.len() >= self.batch_size {
-                            // `ci` is still the smallest head: the heap holds.
-                            break 'rows;
-                        }
+        while let Some(&ci) = self.heap.first() {
+            let (slot, pos) = (self.cursors[ci].slot, self.cursors[ci].pos);
+            let same = self.spec.combine
+                && group
+                    .is_some_and(|(gs, gr)| self.held[gs].1.row(gr) == self.held[slot].1.row(pos));
+            if !same {
+                if !picks.is_empty() {
+                    ends.push(picks.len());
+                    if ends.len() >= self.batch_size {
+                        break;
                     }
-                    group = Some((slot, pos));
                 }
-                picks.push((slot, pos));
-                let c = &mut self.cursors[ci];
-                c.pos += 1;
-                if c.pos == c.len && !self.load(ci)? {
-                    let last = self.heap.len() - 1;
-                    self.heap.swap(0, last);
-                    self.heap.pop();
-                    break;
-                }
-                if runner.is_some_and(|r| self.key_cmp(ci, r) != Ordering::Less) {
-                    break;
-                }
+                group = Some((slot, pos));
+            }
+            picks.push((slot, pos));
+            let c = &mut self.cursors[ci];
+            c.pos += 1;
+            if c.pos == c.len && !self.load(ci)? {
+                let last = self.heap.len() - 1;
+                self.heap.swap(0, last);
+                self.heap.pop();
             }
             if !self.heap.is_empty() {
                 self.sift_down(0);
@@ -533,7 +512,7 @@ mod tests {
         assert!(m.next_batch().unwrap().is_none());
     }
 
-    /// The heap merge (with its runs) against sorting everything and
+    /// The heap merge against sorting everything and
     /// combining: random sources of unique sorted keys, cut into batches at
     /// random, several batch sizes.
     #[test]
