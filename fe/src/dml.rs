@@ -211,13 +211,9 @@ pub async fn delete(
         Err(e) => Err(e),
     };
     if let Err(e) = result {
-        let committed = matches!(
-            fe.catalog.read().txns.get(&txn.id).map(|t| t.state),
-            Some(crate::catalog::TxnState::Committed)
-        );
-        if !committed {
-            let _ = fe.txn.abort(txn.id, &e.to_string()).await;
-        }
+        // A transaction that got committed is left to publish (abort
+        // refuses it).
+        let _ = fe.txn.abort(txn.id, &e.to_string()).await;
         return Err(e);
     }
     Ok(Deleted {

@@ -28,8 +28,8 @@ use tethys_common::schema::TableSchema;
 
 use super::scan::{Counters, ScanState, TabletScanExec};
 use crate::storage::StorageEngine;
-use crate::storage::merge::{BatchSource, KeyMerger, MergeSpec};
-use crate::storage::tablet::{ReadLease, merge_spec};
+use crate::storage::merge::{BatchSource, KeyMerger};
+use crate::storage::tablet::{ReadLease, merge_spec_of};
 
 /// How one tablet is read: merged, or as its single segment.
 enum Reader {
@@ -179,7 +179,7 @@ impl MergeScan {
         } else {
             Reader::Merge(KeyMerger::new(
                 self.read_schema.clone(),
-                merge_spec_for(&self.table_schema, &self.read_projection),
+                merge_spec_of(&self.table_schema, &self.read_projection),
                 sources,
                 self.batch_size,
             )?)
@@ -236,16 +236,5 @@ impl MergeScan {
                 &RecordBatchOptions::new().with_row_count(Some(kept.num_rows())),
             )?));
         }
-    }
-}
-
-/// The merge spec of batches holding the table columns `read` (every key
-/// column first).
-fn merge_spec_for(schema: &TableSchema, read: &[usize]) -> MergeSpec {
-    let full = merge_spec(schema);
-    MergeSpec {
-        keys: full.keys,
-        rules: read.iter().map(|&c| schema.merge_rule(c)).collect(),
-        combine: full.combine,
     }
 }

@@ -159,13 +159,8 @@ impl BackendService for BackendRpc {
             .iter()
             .map(tethys_common::delete::DeleteCondition::from_pb)
             .collect();
-        let engine = self.backend.engine.clone();
-        tokio::task::spawn_blocking(move || {
-            engine.write_delete(req.txn_id, &req.tablet_ids, &conds)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("delete task: {e}")))?
-        .map_err(Status::from)?;
+        self.blocking(move |b| b.engine.write_delete(req.txn_id, &req.tablet_ids, &conds))
+            .await?;
         Ok(Response::new(WriteDeleteResponse {}))
     }
 
@@ -180,18 +175,15 @@ impl BackendService for BackendRpc {
                 req.kind
             ))
         })?;
-        let engine = self.backend.engine.clone();
-        // Compaction reads and writes files: off the RPC threads.
-        let done = tokio::task::spawn_blocking(move || {
-            let mut all = vec![];
-            for id in req.tablet_ids {
-                all.extend(engine.compact(id, kind)?);
-            }
-            Ok::<_, TethysError>(all)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("compaction task: {e}")))?
-        .map_err(Status::from)?;
+        let done = self
+            .blocking(move |b| {
+                let mut all = vec![];
+                for id in req.tablet_ids {
+                    all.extend(b.engine.compact(id, kind)?);
+                }
+                Ok(all)
+            })
+            .await?;
         Ok(Response::new(CompactResponse {
             compactions: done.len() as i64,
             input_rowsets: done.iter().map(|o| o.input_rowsets as i64).sum(),

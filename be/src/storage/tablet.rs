@@ -412,7 +412,6 @@ impl Tablet {
                 meta.tablet_id, meta.version
             )));
         }
-        let stale = lock(&self.stale).clone();
         let mut rs: Vec<&RowsetMeta> = meta
             .rowsets
             .iter()
@@ -421,11 +420,18 @@ impl Tablet {
         // A compacted rowset that ends after `version` replaced rowsets a
         // reader at `version` still needs: the largest stale rowsets inside
         // its range, up to `version` (merges nest, so they do not overlap).
-        for r in meta
+        let straddling: Vec<&RowsetMeta> = meta
             .rowsets
             .iter()
             .filter(|r| r.start_version <= version && version < r.end_version)
-        {
+            .collect();
+        // Most reads are at the newest version: no stale rowset is needed.
+        let stale = if straddling.is_empty() {
+            vec![]
+        } else {
+            lock(&self.stale).clone()
+        };
+        for r in straddling {
             let inside: Vec<&RowsetMeta> = stale
                 .iter()
                 .map(|s| &s.rowset)
@@ -616,11 +622,16 @@ impl Tablet {
 
 /// How full rows of a table with `schema` merge by key.
 pub fn merge_spec(schema: &TableSchema) -> MergeSpec {
+    let all: Vec<usize> = (0..schema.columns.len()).collect();
+    merge_spec_of(schema, &all)
+}
+
+/// How batches of the table columns `columns` (every key column first, in
+/// key order) merge by key.
+pub fn merge_spec_of(schema: &TableSchema, columns: &[usize]) -> MergeSpec {
     MergeSpec {
         keys: (0..schema.num_key_columns).collect(),
-        rules: (0..schema.columns.len())
-            .map(|i| schema.merge_rule(i))
-            .collect(),
+        rules: columns.iter().map(|&c| schema.merge_rule(c)).collect(),
         combine: schema.keys_type != KeysType::Duplicate,
     }
 }
