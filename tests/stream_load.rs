@@ -760,4 +760,58 @@ async fn aggregate_and_unique_tables_combine_loaded_rows() {
         uniq,
         vec![(1, "d".into(), 9), (2, "e".into(), 0), (3, "f".into(), 7)]
     );
+    // merge_type DELETE: the file's keys are deleted (the merge-on-write
+    // UNIQUE table; values are ignored, unknown keys are no-ops), and a
+    // later load brings a key back.
+    let deletes = f.file("d.csv", "1,x,0\n3,y,0\n8,z,0\n");
+    let body = f.server.stream_load(
+        "ld",
+        "uniq",
+        &deletes,
+        &["column_separator:,", "merge_type: DELETE"],
+    );
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 3, "{body}");
+    let uniq: Vec<(i32, String, i32)> = c
+        .query("SELECT id, last, hi FROM ld.uniq ORDER BY id")
+        .await
+        .expect("rows after deletes");
+    assert_eq!(uniq, vec![(2, "e".into(), 0)]);
+    let again = f.file("e.csv", "3,g,4\n");
+    let body = f
+        .server
+        .stream_load("ld", "uniq", &again, &["column_separator:,"]);
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    let uniq: Vec<(i32, String, i32)> = c
+        .query("SELECT id, last, hi FROM ld.uniq ORDER BY id")
+        .await
+        .expect("rows after reload");
+    assert_eq!(uniq, vec![(2, "e".into(), 0), (3, "g".into(), 4)]);
+    // Other models have no delete bitmaps: a clear error, nothing loaded.
+    let body = f.server.stream_load(
+        "ld",
+        "agg",
+        &first,
+        &["column_separator:,", "merge_type: DELETE"],
+    );
+    assert_eq!(json_field(&body, "Status"), "Fail", "{body}");
+    assert!(
+        json_field(&body, "Message")
+            .to_string()
+            .contains("merge_on_write"),
+        "{body}"
+    );
+    let body = f.server.stream_load(
+        "ld",
+        "uniq",
+        &deletes,
+        &["column_separator:,", "merge_type: MERGE"],
+    );
+    assert_eq!(json_field(&body, "Status"), "Fail", "{body}");
+    assert!(
+        json_field(&body, "Message")
+            .to_string()
+            .contains("not supported yet"),
+        "{body}"
+    );
 }

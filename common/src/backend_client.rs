@@ -106,14 +106,23 @@ impl BackendClient {
         Ok(FlightRecordBatchStream::new_from_flight_data(stream))
     }
 
-    /// Sends rows of a transaction to one tablet.
+    /// Sends rows of a transaction to one tablet; with `delete_rows` they
+    /// delete their keys (merge-on-write UNIQUE tables).
     pub async fn write(
         &self,
         txn_id: i64,
         tablet_id: i64,
         batches: Vec<RecordBatch>,
+        delete_rows: bool,
     ) -> Result<WriteResponse> {
-        let desc = FlightDescriptor::new_cmd(WriteRequest { txn_id, tablet_id }.encode_to_vec());
+        let desc = FlightDescriptor::new_cmd(
+            WriteRequest {
+                txn_id,
+                tablet_id,
+                delete_rows,
+            }
+            .encode_to_vec(),
+        );
         let meta = self.put(desc, batches).await?;
         WriteResponse::decode(meta)
             .map_err(|e| TethysError::Backend(format!("bad write response: {e}")))

@@ -175,11 +175,15 @@ pub struct TableSchema {
 }
 
 impl TableSchema {
-    /// Whether reads must merge rows with equal keys across rowsets. For
-    /// now UNIQUE tables created merge-on-write merge on read too: their
-    /// delete bitmaps are not built yet, and merging gives the same answer.
+    /// Whether reads must merge rows with equal keys across rowsets:
+    /// AGGREGATE and merge-on-read UNIQUE tables. Merge-on-write UNIQUE
+    /// tables resolve keys when a load is published (delete bitmaps).
     pub fn merges_on_read(&self) -> bool {
-        self.keys_type != KeysType::Duplicate
+        match self.keys_type {
+            KeysType::Duplicate => false,
+            KeysType::Aggregate => true,
+            KeysType::Unique => !self.merge_on_write,
+        }
     }
 
     /// How value column `i` combines rows with equal keys (`None` for key

@@ -1,6 +1,9 @@
 //! DELETE and UPDATE.
 //!
-//! `DELETE FROM t WHERE ...` is Doris' delete predicate: a transaction that
+//! On a merge-on-write UNIQUE table `DELETE FROM t WHERE ...` loads the rows
+//! it matches back as deletes of their keys (delete bitmaps on the
+//! backends), so any condition works. Elsewhere it is Doris' delete
+//! predicate: a transaction that
 //! publishes a new version on every tablet of the chosen partitions holding
 //! only the condition (a conjunction of simple comparisons); backends hide
 //! the older rows it holds for and compaction later removes them. On
@@ -220,6 +223,28 @@ pub async fn delete(
         label: txn.label,
         txn_id: txn.id,
     })
+}
+
+/// A DELETE on a merge-on-write UNIQUE table without a PARTITION clause, as
+/// the INSERT ... SELECT that loads the matching rows back as deletes of
+/// their keys (the INSERT runs with `StatementCtx::delete_rows`). Any
+/// condition a SELECT takes works, value columns included. `None` for
+/// other tables (and with PARTITION, where a delete predicate on key
+/// columns still serves).
+pub fn delete_as_insert(
+    db: &str,
+    table: &Table,
+    partitions: &[String],
+    condition: &str,
+) -> Option<String> {
+    let s = &table.schema;
+    if s.keys_type != KeysType::Unique || !s.merge_on_write || !partitions.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "INSERT INTO `{db}`.`{t}` SELECT * FROM `{db}`.`{t}` WHERE {condition}",
+        t = table.name
+    ))
 }
 
 /// `UPDATE t SET c = expr, ... [WHERE cond]` on a UNIQUE table, as the

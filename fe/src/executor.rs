@@ -197,6 +197,11 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         } => {
             let db = ddl::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
+            // Merge-on-write UNIQUE tables delete rows by key: the matching
+            // rows are loaded back as deletes of their keys.
+            if let Some(insert) = crate::dml::delete_as_insert(&db, &t, &partitions, &condition) {
+                return run_query_as(fe, session, &insert, None, true).await;
+            }
             let d = crate::dml::delete(fe, &db, &t, &partitions, &condition).await?;
             Ok(Output::Ok {
                 affected: 0,
@@ -861,6 +866,7 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
         insert_timeout_secs: session.vars.insert_timeout_secs(),
         runtime_filter_max_in: session.vars.runtime_filter_max_in(),
         runtime_filter_wait_ms: session.vars.runtime_filter_wait_ms(),
+        delete_rows: false,
     }
 }
 
@@ -870,9 +876,21 @@ async fn run_query(
     sql: &str,
     label: Option<String>,
 ) -> Result<Output> {
+    run_query_as(fe, session, sql, label, false).await
+}
+
+/// [`run_query`]; with `delete_rows` an INSERT's rows delete their keys.
+async fn run_query_as(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    sql: &str,
+    label: Option<String>,
+    delete_rows: bool,
+) -> Result<Output> {
     let started = chrono::Local::now();
     let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
     let mut ctx_of_stmt = statement_ctx(fe, session, label);
+    ctx_of_stmt.delete_rows = delete_rows;
     // Group commit takes INSERT ... VALUES without a label, as in Doris.
     if ctx_of_stmt.label.is_none() && crate::sql::rewrite::is_insert_values(&parsed) {
         ctx_of_stmt.group_commit = session.vars.group_commit();

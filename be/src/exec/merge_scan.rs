@@ -23,7 +23,6 @@ use datafusion::physical_expr::utils::{
 };
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::Count;
-use tethys_common::delete::DeleteFilter;
 use tethys_common::schema::TableSchema;
 
 use super::scan::{Counters, ScanState, TabletScanExec};
@@ -128,11 +127,7 @@ impl MergeScan {
     }
 
     /// One segment's scan as a merge source.
-    fn source(
-        &self,
-        tablet_id: i64,
-        segment: (std::path::PathBuf, Option<Arc<DeleteFilter>>),
-    ) -> Result<BatchSource> {
+    fn source(&self, tablet_id: i64, segment: super::scan::SegmentToScan) -> Result<BatchSource> {
         let mut counters = self.counters.clone();
         // Output rows are counted after the merge.
         counters.rows_out = Count::new();

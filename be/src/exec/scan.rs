@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
 use arrow::compute::BatchCoalescer;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -25,6 +25,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
+use roaring::RoaringBitmap;
 use tethys_common::TethysError;
 use tethys_common::delete::DeleteFilter;
 use tethys_common::plan::OlapScanExec;
@@ -116,6 +117,8 @@ pub(super) struct Counters {
     pub(super) rows_pred_filtered: Count,
     /// Rows hidden by DELETE predicates (Doris' `RowsDelFiltered`).
     rows_del_filtered: Count,
+    /// Superseded rows of merge-on-write tables skipped (`RowsDelByBitmap`).
+    rows_del_by_bitmap: Count,
     rows_bloom_filtered: Count,
     rows_key_filtered: Count,
     bytes_read: Count,
@@ -172,6 +175,7 @@ impl ExecutionPlan for TabletScanExec {
             rows_stats_filtered: m("RowsStatsFiltered"),
             rows_pred_filtered: m("RowsVectorPredFiltered"),
             rows_del_filtered: m("RowsDelFiltered"),
+            rows_del_by_bitmap: m("RowsDelByBitmap"),
             rows_bloom_filtered: m("RowsBloomFilterFiltered"),
             rows_key_filtered: m("RowsKeyRangeFiltered"),
             bytes_read: m("CompressedBytesRead"),
@@ -230,7 +234,18 @@ struct SegmentScan {
     proven: Vec<Vec<bool>>,
     /// The DELETEs published after this segment's rowset.
     deletes: Option<Arc<DeleteFilter>>,
+    /// Rows later loads superseded (merge-on-write tables).
+    deleted_rows: Option<Arc<RoaringBitmap>>,
     next_page: usize,
+}
+
+/// A segment a scan reads, with what deletes rows of it.
+pub(super) struct SegmentToScan {
+    pub(super) path: PathBuf,
+    /// The DELETEs published after the segment's rowset.
+    pub(super) deletes: Option<Arc<DeleteFilter>>,
+    /// Rows later loads superseded (merge-on-write tables).
+    pub(super) deleted_rows: Option<Arc<RoaringBitmap>>,
 }
 
 /// The scan's progress through its tablets, segments and pages.
@@ -245,7 +260,7 @@ pub(super) struct ScanState {
     key_bounds: Option<KeyBounds>,
     counters: Counters,
     tablets: VecDeque<(i64, i64)>,
-    pub(super) segments: VecDeque<(PathBuf, Option<Arc<DeleteFilter>>)>,
+    pub(super) segments: VecDeque<SegmentToScan>,
     pub(super) tablet_id: i64,
     /// Keeps the files of the tablet being read from compaction's sweep.
     lease: Option<ReadLease>,
@@ -357,12 +372,26 @@ impl ScanState {
             self.segments = with_delete_filters(&tablet, version, &self.table_schema)?.into();
             self.tablet_id = tablet_id;
         }
-        let Some((path, deletes)) = self.segments.pop_front() else {
+        let Some(SegmentToScan {
+            path,
+            deletes,
+            deleted_rows,
+        }) = self.segments.pop_front()
+        else {
             return Ok(false);
         };
         let seg = Segment::open_cached(&path, &self.table_schema, &self.engine.footers)?;
         let pages = seg.num_pages();
         let all_rows = seg.footer().num_rows as usize;
+        // A segment whose every row is superseded (or deletes keys) is not read.
+        if deleted_rows
+            .as_ref()
+            .is_some_and(|gone| gone.len() >= all_rows as u64)
+        {
+            self.counters.rows_del_by_bitmap.add(all_rows);
+            self.counters.pages_skipped.add(pages);
+            return Ok(true);
+        }
         let key_rows = match &self.key_bounds {
             Some(b) => match seg
                 .short_key_index()
@@ -418,6 +447,7 @@ impl ScanState {
             keep,
             proven,
             deletes,
+            deleted_rows,
             next_page: 0,
         });
         Ok(true)
@@ -541,6 +571,27 @@ impl ScanState {
                     schema.field(out_i).data_type(),
                 )?);
             }
+            // Rows later loads of a merge-on-write table superseded.
+            if let Some(gone) = &s.deleted_rows {
+                let (lo, hi) = ((first + from) as u32, (first + to) as u32);
+                if gone.range_cardinality(lo..hi) > 0 {
+                    let live: BooleanArray = (lo..hi).map(|r| Some(!gone.contains(r))).collect();
+                    let live = selected.apply(Arc::new(live))?;
+                    let live = live.as_boolean();
+                    let survivors = live.true_count();
+                    if survivors < kept {
+                        counters.rows_del_by_bitmap.add(kept - survivors);
+                        arrays = arrays
+                            .iter()
+                            .map(|a| arrow::compute::filter(a, live))
+                            .collect::<std::result::Result<Vec<_>, _>>()?;
+                        kept = survivors;
+                    }
+                    if kept == 0 {
+                        continue;
+                    }
+                }
+            }
             // Rows of this rowset that later DELETEs hold for.
             if let Some(d) = &s.deletes {
                 let inputs = d
@@ -581,18 +632,22 @@ impl ScanState {
 }
 
 /// The segments a read of `tablet` at `version` scans, each with the filter
-/// of the DELETEs published after its rowset.
+/// of the DELETEs published after its rowset and its superseded rows.
 pub(super) fn with_delete_filters(
     tablet: &crate::storage::tablet::Tablet,
     version: i64,
     schema: &TableSchema,
-) -> tethys_common::Result<Vec<(PathBuf, Option<Arc<DeleteFilter>>)>> {
+) -> tethys_common::Result<Vec<SegmentToScan>> {
     let mut out = vec![];
     for (files, deletes) in tablet.read_plan(version)? {
         let refs: Vec<&[tethys_common::delete::DeleteCondition]> =
             deletes.iter().map(|d| d.as_slice()).collect();
         let filter = DeleteFilter::new(&refs, schema)?.map(Arc::new);
-        out.extend(files.into_iter().map(|f| (f, filter.clone())));
+        out.extend(files.into_iter().map(|f| SegmentToScan {
+            path: f.path,
+            deletes: filter.clone(),
+            deleted_rows: f.deleted_rows,
+        }));
     }
     Ok(out)
 }

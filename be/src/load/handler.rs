@@ -326,7 +326,8 @@ pub async fn stream_load(
     let plan = begun.plan.unwrap_or_default();
     let outcome = match router_of(&plan, opts.partitions.as_ref()) {
         Ok(router) => {
-            let writer = TabletWriter::new(be.clone(), begun.txn_id, &plan, router);
+            let mut writer = TabletWriter::new(be.clone(), begun.txn_id, &plan, router);
+            writer.delete_rows = opts.delete_rows;
             run_load(&be, &opts, &plan, Sink::Tablets(writer), body, &mut resp).await
         }
         Err(e) => Err(e),

@@ -42,6 +42,9 @@ pub struct LoadOptions {
     pub json_root: Option<super::parse::JsonPath>,
     /// The `group_commit` header (`None`: off_mode).
     pub group_commit: Option<super::group_commit::GroupMode>,
+    /// `merge_type: DELETE`: the loaded rows delete their keys
+    /// (merge-on-write UNIQUE tables).
+    pub delete_rows: bool,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -122,7 +125,6 @@ impl LoadOptions {
     pub fn from_headers(h: &HeaderMap) -> Result<LoadOptions> {
         for (name, what) in [
             ("temporary_partitions", "the temporary_partitions header"),
-            ("merge_type", "merge_type"),
             ("partial_columns", "partial column updates"),
         ] {
             if header(h, name).is_some_and(|v| !v.is_empty()) {
@@ -135,6 +137,28 @@ impl LoadOptions {
             Some(g) => super::group_commit::GroupMode::parse(g)?,
             None => None,
         };
+        let delete_rows = match header(h, "merge_type").map(|v| v.to_ascii_uppercase()) {
+            None => false,
+            Some(v) if v.is_empty() || v == "APPEND" => false,
+            Some(v) if v == "DELETE" => true,
+            Some(v) if v == "MERGE" => {
+                return Err(TethysError::NotSupported(
+                    "merge_type MERGE (a delete condition per row) is not supported yet; \
+                     load the deletes with merge_type DELETE"
+                        .into(),
+                ));
+            }
+            Some(v) => {
+                return Err(TethysError::Analysis(format!(
+                    "unknown merge_type {v}: APPEND, DELETE or MERGE"
+                )));
+            }
+        };
+        if delete_rows && group_commit.is_some() {
+            return Err(TethysError::NotSupported(
+                "group commit does not take merge_type DELETE".into(),
+            ));
+        }
         let fmt = header(h, "format").unwrap_or("csv").to_ascii_lowercase();
         let (format, mut skip_lines) = match fmt.as_str() {
             "csv" | "" => (Format::Csv, 0),
@@ -198,6 +222,7 @@ impl LoadOptions {
             read_json_by_line: flag(h, "read_json_by_line")?,
             two_phase_commit: flag(h, "two_phase_commit")?,
             group_commit,
+            delete_rows,
             json_paths: match header(h, "jsonpaths").filter(|v| !v.is_empty()) {
                 Some(v) => Some(super::parse::JsonPath::parse_list(v)?),
                 None => None,

@@ -586,6 +586,7 @@ mod tests {
             enclose: None,
             escape: None,
             group_commit: None,
+            delete_rows: false,
             json_paths: None,
             json_root: None,
         }

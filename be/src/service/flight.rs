@@ -52,15 +52,21 @@ fn to_flight_err(e: impl Into<TethysError>) -> FlightError {
 
 async fn flush(
     backend: &Arc<Backend>,
-    txn: i64,
-    tablet: i64,
+    wr: &WriteRequest,
     batches: Vec<RecordBatch>,
 ) -> Result<u64, Status> {
     let b = backend.clone();
-    tokio::task::spawn_blocking(move || b.engine.write(txn, tablet, &batches))
-        .await
-        .map_err(|e| Status::internal(format!("write task failed: {e}")))?
-        .map_err(Status::from)
+    let (txn, tablet, deletes) = (wr.txn_id, wr.tablet_id, wr.delete_rows);
+    tokio::task::spawn_blocking(move || {
+        if deletes {
+            b.engine.write_deletes(txn, tablet, &batches)
+        } else {
+            b.engine.write(txn, tablet, &batches)
+        }
+    })
+    .await
+    .map_err(|e| Status::internal(format!("write task failed: {e}")))?
+    .map_err(Status::from)
 }
 
 /// The rows of an INSERT under `SET group_commit`: already in the table's
@@ -207,18 +213,12 @@ impl FlightService for BackendFlight {
             rows += b.num_rows() as i64;
             buf.push(b);
             if buffered >= SEGMENT_FLUSH_ROWS {
-                bytes += flush(
-                    &self.backend,
-                    wr.txn_id,
-                    wr.tablet_id,
-                    std::mem::take(&mut buf),
-                )
-                .await? as i64;
+                bytes += flush(&self.backend, &wr, std::mem::take(&mut buf)).await? as i64;
                 buffered = 0;
             }
         }
         if !buf.is_empty() {
-            bytes += flush(&self.backend, wr.txn_id, wr.tablet_id, buf).await? as i64;
+            bytes += flush(&self.backend, &wr, buf).await? as i64;
         }
         let result = PutResult {
             app_metadata: WriteResponse { rows, bytes }.encode_to_vec().into(),

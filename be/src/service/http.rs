@@ -85,13 +85,28 @@ async fn compaction_show(
             r.data_size
         )
     };
-    axum::Json(serde_json::json!({
+    let mut body = serde_json::json!({
         "cumulative policy type": "SIZE_BASED",
         "cumulative point": m.cumulative_point,
         "compaction score": t.compaction_score(),
         "version": m.version,
         "rowsets": m.rowsets.iter().map(describe).collect::<Vec<_>>(),
         "stale_rowsets": t.stale_rowsets().iter().map(|s| describe(&s.rowset)).collect::<Vec<_>>(),
-    }))
-    .into_response()
+    });
+    // Merge-on-write tables: rows of each rowset later loads superseded.
+    if m.schema.merge_on_write {
+        body["delete_bitmap_rows"] = m
+            .rowsets
+            .iter()
+            .filter(|r| !r.segments.is_empty())
+            .map(|r| {
+                (
+                    r.rowset_id.clone(),
+                    t.deleted_row_count(&r.rowset_id).into(),
+                )
+            })
+            .collect::<serde_json::Map<String, serde_json::Value>>()
+            .into();
+    }
+    axum::Json(body).into_response()
 }

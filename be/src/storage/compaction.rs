@@ -20,9 +20,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
-use arrow::compute::{cast, concat_batches, filter_record_batch};
+use arrow::array::{BooleanArray, RecordBatch};
+use arrow::compute::{concat_batches, filter_record_batch};
 use arrow::datatypes::{DataType, SchemaRef};
+use roaring::RoaringBitmap;
 use tethys_common::config::{ROWS_PER_PAGE, SEGMENT_FLUSH_ROWS};
 use tethys_common::delete::{DeleteCondition, DeleteFilter};
 use tethys_common::schema::TableSchema;
@@ -138,11 +139,13 @@ pub fn pick(meta: &TabletMeta, kind: CompactionKind, manual: bool) -> Option<Vec
 }
 
 /// Reads every row of a segment page by page, in its (key) order, without
-/// the rows `deletes` holds for.
+/// the rows `deletes` holds for and the rows in `deleted_rows` (superseded
+/// rows of a merge-on-write table).
 fn segment_source(
     path: PathBuf,
     schema: &TableSchema,
     deletes: Option<Arc<DeleteFilter>>,
+    deleted_rows: Option<RoaringBitmap>,
 ) -> Result<BatchSource> {
     let seg = Segment::open(&path, schema)?;
     let arrow_schema: SchemaRef = schema.arrow_schema();
@@ -152,25 +155,24 @@ fn segment_source(
         .map(|f| f.data_type().clone())
         .collect();
     let mut page = 0;
+    let mut first_row = 0u64;
     Ok(Box::new(move || {
         if page >= seg.num_pages() {
             return Ok(None);
         }
-        let columns = types
-            .iter()
-            .enumerate()
-            .map(|(c, dt)| {
-                let (a, _) = seg.read_page(c, page, dt)?;
-                // Dictionary pages decode to dictionary arrays.
-                Ok(if a.data_type() == dt {
-                    a
-                } else {
-                    cast(&a, dt)?
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let columns = seg.read_plain_pages(&types, page)?;
         page += 1;
-        let batch = RecordBatch::try_new(arrow_schema.clone(), columns)?;
+        let mut batch = RecordBatch::try_new(arrow_schema.clone(), columns)?;
+        if let Some(gone) = &deleted_rows {
+            let first = first_row as u32;
+            first_row += batch.num_rows() as u64;
+            if gone.range_cardinality(first..first_row as u32) > 0 {
+                let live: BooleanArray = (0..batch.num_rows() as u32)
+                    .map(|i| Some(!gone.contains(first + i)))
+                    .collect();
+                batch = filter_record_batch(&batch, &live)?;
+            }
+        }
         Ok(Some(match &deletes {
             Some(d) => {
                 let keep = d.keep(&batch.project(&d.columns)?)?;
@@ -211,8 +213,9 @@ impl RowsetWriter<'_> {
         let path = self
             .tablet
             .file(&format!("{}_{}.dat", self.rowset_id, self.written.len()));
-        self.written
-            .push(write_segment(&path, self.schema, &batch)?);
+        let info = write_segment(&path, self.schema, &batch)?;
+        self.tablet.remember_keys(&info.file, &batch)?;
+        self.written.push(info);
         Ok(())
     }
 
@@ -233,6 +236,8 @@ pub fn run(
     promotion_bytes: u64,
 ) -> Result<Option<CompactionOutcome>> {
     let schema = tablet.meta().schema;
+    let start_version = inputs.iter().map(|r| r.start_version).min().unwrap_or(0);
+    let end_version = inputs.iter().map(|r| r.end_version).max().unwrap_or(0);
     let mut sources = Vec::new();
     for r in &inputs {
         // DELETEs among the inputs apply to the older inputs (only base and
@@ -240,11 +245,14 @@ pub fn run(
         let deletes = deletes_after(&inputs, r);
         let refs: Vec<&[DeleteCondition]> = deletes.iter().map(|d| d.as_slice()).collect();
         let filter = DeleteFilter::new(&refs, &schema)?.map(Arc::new);
-        for s in &r.segments {
+        // Merge-on-write: rows superseded up to the output's last version
+        // are dropped; later supersessions move to the output at the swap.
+        for (i, s) in r.segments.iter().enumerate() {
             sources.push(segment_source(
                 tablet.file(&s.file),
                 &schema,
                 filter.clone(),
+                tablet.deleted_rows(&r.rowset_id, i, end_version),
             )?);
         }
     }
@@ -272,8 +280,6 @@ pub fn run(
         out.discard();
         return Err(e);
     }
-    let start_version = inputs.iter().map(|r| r.start_version).min().unwrap_or(0);
-    let end_version = inputs.iter().map(|r| r.end_version).max().unwrap_or(0);
     let output_rows: u64 = out.written.iter().map(|s| s.num_rows).sum();
     let data_size: u64 = out.written.iter().map(|s| s.size).sum();
     let output = (!out.written.is_empty()).then(|| RowsetMeta {
@@ -379,7 +385,7 @@ mod tests {
         let sources = t
             .segments_at(version)?
             .into_iter()
-            .map(|p| segment_source(p, &schema, None))
+            .map(|p| segment_source(p, &schema, None, None))
             .collect::<Result<Vec<_>>>()?;
         let mut m = KeyMerger::new(schema.arrow_schema(), merge_spec(&schema), sources, 1024)?;
         let mut out = vec![];
@@ -438,6 +444,127 @@ mod tests {
         assert_eq!(read(&engine, 4).unwrap(), vec![(1, 10), (2, 20), (3, 30)]);
     }
 
+    fn mow_schema() -> TableSchema {
+        TableSchema {
+            keys_type: KeysType::Unique,
+            merge_on_write: true,
+            columns: agg_schema()
+                .columns
+                .into_iter()
+                .map(|c| Column {
+                    aggregation: None,
+                    ..c
+                })
+                .collect(),
+            ..agg_schema()
+        }
+    }
+
+    /// (key, value) rows of a merge-on-write tablet at `version`, read as a
+    /// scan does: no merge, superseded rows dropped by the delete bitmaps.
+    fn read_mow(engine: &StorageEngine, version: i64) -> Result<Vec<(i64, i64)>> {
+        let t = engine.tablet(1)?;
+        let mut out = vec![];
+        for (segments, _) in t.read_plan(version)? {
+            for s in segments {
+                let deleted = s.deleted_rows.map(|b| (*b).clone());
+                let mut src = segment_source(s.path, &mow_schema(), None, deleted)?;
+                while let Some(b) = src()? {
+                    let (k, v) = (
+                        b.column(0).as_primitive::<Int64Type>(),
+                        b.column(1).as_primitive::<Int64Type>(),
+                    );
+                    out.extend((0..b.num_rows()).map(|i| (k.value(i), v.value(i))));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn rows(keys: &[i64], value: i64) -> RecordBatch {
+        RecordBatch::try_new(
+            mow_schema().arrow_schema(),
+            vec![
+                Arc::new(Int64Array::from(keys.to_vec())),
+                Arc::new(Int64Array::from(vec![value; keys.len()])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn merge_on_write_bitmaps_follow_versions_compaction_and_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = StorageEngine::open(dir.path()).unwrap();
+        engine.create_tablet(1, 1, 1, mow_schema(), 1).unwrap();
+        engine.write(10, 1, &[rows(&[1, 2, 3], 10)]).unwrap();
+        engine.publish(10, 1, 2).unwrap();
+        // One load, two segments: the second one's key 3 supersedes the first's.
+        engine.write(11, 1, &[rows(&[2, 3], 20)]).unwrap();
+        engine.write(11, 1, &[rows(&[3], 30)]).unwrap();
+        // Publishing out of order would look keys up in the wrong versions.
+        let e = engine.publish(11, 1, 4).unwrap_err().to_string();
+        assert!(e.contains("after version 3"), "{e}");
+        engine.publish(11, 1, 3).unwrap();
+        let v2 = vec![(1, 10), (2, 10), (3, 10)];
+        let v3 = vec![(1, 10), (2, 20), (3, 30)];
+        assert_eq!(read_mow(&engine, 2).unwrap(), v2);
+        assert_eq!(read_mow(&engine, 3).unwrap(), v3);
+        // Compaction of versions 2-3 starts; meanwhile version 4 supersedes
+        // key 1 of version 2 (an input): the swap moves that to the output.
+        let t = engine.tablet(1).unwrap();
+        let inputs = t.meta().rowsets;
+        engine.write(12, 1, &[rows(&[1], 40)]).unwrap();
+        engine.publish(12, 1, 4).unwrap();
+        let v4 = vec![(1, 40), (2, 20), (3, 30)];
+        assert_eq!(read_mow(&engine, 4).unwrap(), v4);
+        let done = run(
+            &t,
+            CompactionKind::Cumulative,
+            inputs,
+            "cmp1".into(),
+            u64::MAX,
+        )
+        .unwrap()
+        .unwrap();
+        // Rows superseded up to version 3 are gone; key 1 of version 2 is
+        // still a row of the output, deleted from version 4 on.
+        assert_eq!((done.input_rows, done.output_rows), (6, 3));
+        assert_eq!(read_mow(&engine, 4).unwrap(), v4);
+        assert_eq!(read_mow(&engine, 3).unwrap(), v3);
+        assert_eq!(read_mow(&engine, 2).unwrap(), v2, "stale rowsets");
+        assert_eq!(t.deleted_row_count("cmp1"), 1);
+        assert_eq!(t.meta().delete_bitmap_files, vec!["cmp1.dbm".to_string()]);
+        // Restart: the one bitmap file is read back; a bitmap file of a
+        // publish that never finished is removed.
+        std::fs::write(t.file("orphan.dbm"), b"partial").unwrap();
+        drop((t, engine));
+        let engine = StorageEngine::open(dir.path()).unwrap();
+        assert!(!dir.path().join("data/1/orphan.dbm").exists());
+        assert_eq!(read_mow(&engine, 4).unwrap(), v4);
+        engine.write(13, 1, &[rows(&[2, 9], 50)]).unwrap();
+        engine.publish(13, 1, 5).unwrap();
+        let v5 = vec![(1, 40), (2, 50), (3, 30), (9, 50)];
+        assert_eq!(read_mow(&engine, 5).unwrap(), v5);
+        // A tablet from before delete bitmaps existed builds them on open.
+        let meta_path = dir.path().join("data/1/meta.json");
+        let mut meta: TabletMeta = crate::storage::tablet::read_json(&meta_path).unwrap();
+        meta.delete_bitmap_files.clear();
+        meta.delete_bitmaps_built = false;
+        crate::storage::tablet::write_json(&meta_path, &meta).unwrap();
+        drop(engine);
+        let engine = StorageEngine::open(dir.path()).unwrap();
+        assert_eq!(read_mow(&engine, 5).unwrap(), v5);
+        assert!(engine.tablet(1).unwrap().meta().delete_bitmaps_built);
+        // Full compaction leaves one row per key and no bitmap.
+        engine.compact(1, CompactionKind::Full).unwrap();
+        let t = engine.tablet(1).unwrap();
+        assert_eq!(t.stats().row_count, 4);
+        assert!(t.meta().delete_bitmap_files.is_empty());
+        assert_eq!(read_mow(&engine, 5).unwrap(), v5);
+    }
+
     fn rowset(id: &str, start: i64, end: i64, size: u64) -> RowsetMeta {
         RowsetMeta {
             rowset_id: id.into(),
@@ -462,6 +589,8 @@ mod tests {
             version: rowsets.iter().map(|r| r.end_version).max().unwrap_or(1),
             rowsets,
             cumulative_point: cp,
+            delete_bitmap_files: vec![],
+            delete_bitmaps_built: false,
         }
     }
 

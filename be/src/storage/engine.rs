@@ -248,6 +248,8 @@ impl StorageEngine {
             version,
             rowsets: vec![],
             cumulative_point: 0,
+            delete_bitmap_files: vec![],
+            delete_bitmaps_built: false,
         };
         let t = Tablet::create(&self.data_dir.join(tablet_id.to_string()), meta)?;
         self.tablets
@@ -285,6 +287,20 @@ impl StorageEngine {
     pub fn write(&self, txn_id: i64, tablet_id: i64, batches: &[RecordBatch]) -> Result<u64> {
         let t = self.tablet(tablet_id)?;
         t.write(txn_id, batches, self.max_tablet_versions, || {
+            self.next_rowset_id(&format!("t{txn_id}"))
+        })
+    }
+
+    /// Writes rows of a transaction that delete their keys from a
+    /// merge-on-write tablet.
+    pub fn write_deletes(
+        &self,
+        txn_id: i64,
+        tablet_id: i64,
+        batches: &[RecordBatch],
+    ) -> Result<u64> {
+        let t = self.tablet(tablet_id)?;
+        t.write_deletes(txn_id, batches, self.max_tablet_versions, || {
             self.next_rowset_id(&format!("t{txn_id}"))
         })
     }

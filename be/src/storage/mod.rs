@@ -2,6 +2,7 @@
 //! that holds them.
 
 pub mod compaction;
+pub mod delete_bitmap;
 pub mod encoding;
 pub mod engine;
 pub mod merge;

@@ -99,6 +99,11 @@ pub struct SegmentInfo {
     pub file: String,
     pub num_rows: u64,
     pub size: u64,
+    /// Its rows delete their keys (DELETE on a merge-on-write table, Stream
+    /// Load `merge_type: DELETE`): publishing supersedes the older rows of
+    /// those keys and the segment's own rows, so none of them is visible.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deletes: bool,
 }
 
 /// Writes `batch` (already sorted by key) as a segment at `path`, crash-safely.
@@ -204,6 +209,7 @@ pub fn write_segment(
     std::fs::rename(&tmp, path)
         .map_err(|e| TethysError::io(format!("renaming segment {}", path.display()), e))?;
     Ok(SegmentInfo {
+        deletes: false,
         file: path
             .file_name()
             .and_then(|s| s.to_str())
@@ -509,6 +515,24 @@ impl Segment {
     pub fn read_page(&self, col: usize, page_idx: usize, dt: &DataType) -> Result<(ArrayRef, u64)> {
         let (raw, stored) = self.read_raw_page(col, page_idx)?;
         Ok((self.decode_page(col, page_idx, &raw, dt)?, stored))
+    }
+
+    /// Page `page_idx` of columns `0..types.len()` as plain arrays of
+    /// `types` (dictionary pages decode to dictionary arrays; this casts
+    /// them): what compaction and key lookups read.
+    pub fn read_plain_pages(&self, types: &[DataType], page_idx: usize) -> Result<Vec<ArrayRef>> {
+        types
+            .iter()
+            .enumerate()
+            .map(|(c, dt)| {
+                let (a, _) = self.read_page(c, page_idx, dt)?;
+                Ok(if a.data_type() == dt {
+                    a
+                } else {
+                    arrow::compute::cast(&a, dt)?
+                })
+            })
+            .collect()
     }
 
     /// The footer entry of page `page_idx` of column `col`.

@@ -23,6 +23,9 @@ use tethys_common::fsutil::{ensure_dir, write_atomic};
 use tethys_common::schema::{KeysType, TableSchema};
 use tethys_common::{Result, TethysError};
 
+use roaring::RoaringBitmap;
+
+use super::delete_bitmap::{DeleteBitmap, KeyCodec, KeyIndex};
 use super::merge::{MergeSpec, combine_sorted};
 use super::segment::{SegmentInfo, write_segment};
 
@@ -102,6 +105,14 @@ pub struct TabletMeta {
     /// recent); those below it make up the base.
     #[serde(default)]
     pub cumulative_point: i64,
+    /// Merge-on-write tables: the delete-bitmap files (`*.dbm`) holding
+    /// which rows of the rowsets later loads superseded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delete_bitmap_files: Vec<String>,
+    /// Merge-on-write tables: whether the delete bitmaps cover every rowset
+    /// (false for a tablet written before they existed: opening builds them).
+    #[serde(default)]
+    pub delete_bitmaps_built: bool,
 }
 
 /// Segments a transaction has written but not yet published.
@@ -142,6 +153,26 @@ pub struct Tablet {
     stale: Mutex<Vec<StaleRowset>>,
     /// Scans reading this tablet's files now; stale rowsets wait for zero.
     readers: Arc<AtomicUsize>,
+    /// Merge-on-write tables: the key codec, the rows later loads
+    /// superseded (also of stale rowsets), and the segments' key indexes.
+    mow: Option<MergeOnWrite>,
+}
+
+/// The in-memory state of a merge-on-write tablet.
+#[derive(Debug)]
+struct MergeOnWrite {
+    codec: KeyCodec,
+    bitmaps: RwLock<DeleteBitmap>,
+    /// Key indexes of live segments by file name, built on first lookup.
+    keys: Mutex<HashMap<String, Arc<KeyIndex>>>,
+}
+
+/// One segment file a read scans, with the rows of it later loads of a
+/// merge-on-write table deleted (as of the read's version).
+#[derive(Debug, Clone)]
+pub struct SegmentRead {
+    pub path: PathBuf,
+    pub deleted_rows: Option<Arc<RoaringBitmap>>,
 }
 
 /// Keeps a tablet's stale rowsets on disk while a scan reads the tablet.
@@ -179,7 +210,7 @@ fn decode_envelope<'a>(bytes: &'a [u8], what: &Path) -> Result<&'a [u8]> {
     Ok(&bytes[8..])
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
+pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     let bytes =
         fs::read(path).map_err(|e| TethysError::io(format!("reading {}", path.display()), e))?;
     let json = decode_envelope(&bytes, path)?;
@@ -187,7 +218,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
         .map_err(|e| TethysError::Corruption(format!("{}: {e}", path.display())))
 }
 
-fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
+pub(crate) fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
     let json = serde_json::to_vec(v).map_err(|e| TethysError::Internal(e.to_string()))?;
     write_atomic(path, &encode_envelope(&json))
 }
@@ -203,11 +234,35 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+fn lock_w<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lock_r<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+impl MergeOnWrite {
+    /// The state of a merge-on-write table's tablet; `None` for others.
+    fn of(schema: &TableSchema) -> Result<Option<MergeOnWrite>> {
+        if schema.keys_type != KeysType::Unique || !schema.merge_on_write {
+            return Ok(None);
+        }
+        Ok(Some(MergeOnWrite {
+            codec: KeyCodec::new(schema)?,
+            bitmaps: RwLock::new(DeleteBitmap::default()),
+            keys: Mutex::new(HashMap::new()),
+        }))
+    }
+}
+
 impl Tablet {
     /// Creates a new, empty tablet directory.
-    pub fn create(dir: &Path, meta: TabletMeta) -> Result<Tablet> {
+    pub fn create(dir: &Path, mut meta: TabletMeta) -> Result<Tablet> {
         ensure_dir(dir)?;
+        meta.delete_bitmaps_built = true;
         write_json(&dir.join(META_FILE), &meta)?;
+        let mow = MergeOnWrite::of(&meta.schema)?;
         Ok(Tablet {
             dir: dir.to_path_buf(),
             meta: RwLock::new(meta),
@@ -216,6 +271,7 @@ impl Tablet {
             compacting: Mutex::new(()),
             stale: Mutex::new(vec![]),
             readers: Arc::new(AtomicUsize::new(0)),
+            mow,
         })
     }
 
@@ -252,14 +308,24 @@ impl Tablet {
                 .values()
                 .flat_map(|p| p.segments.iter().map(|s| s.file.clone())),
         );
+        live.extend(meta.delete_bitmap_files.iter().cloned());
         for f in files {
             if f == META_FILE || live.contains(&f) {
                 continue;
             }
-            // Temporary files and segments of loads that never recorded them.
+            // Temporary files, segments of loads that never recorded them,
+            // delete bitmaps of publishes and compactions that never finished.
             let _ = fs::remove_file(dir.join(&f));
         }
-        Ok(Tablet {
+        let mow = MergeOnWrite::of(&meta.schema)?;
+        if let Some(m) = &mow {
+            let mut bitmaps = lock_w(&m.bitmaps);
+            for f in &meta.delete_bitmap_files {
+                bitmaps.merge(&DeleteBitmap::read(&dir.join(f))?);
+            }
+        }
+        let built = meta.delete_bitmaps_built;
+        let tablet = Tablet {
             dir: dir.to_path_buf(),
             meta: RwLock::new(meta),
             pending: Mutex::new(pending),
@@ -267,7 +333,12 @@ impl Tablet {
             compacting: Mutex::new(()),
             stale: Mutex::new(vec![]),
             readers: Arc::new(AtomicUsize::new(0)),
-        })
+            mow,
+        };
+        if tablet.mow.is_some() && !built {
+            tablet.build_delete_bitmaps()?;
+        }
+        Ok(tablet)
     }
 
     /// The tablet id.
@@ -290,6 +361,36 @@ impl Tablet {
         &self,
         txn_id: i64,
         batches: &[RecordBatch],
+        max_versions: usize,
+        rowset_id: impl FnOnce() -> String,
+    ) -> Result<u64> {
+        self.write_as(txn_id, batches, false, max_versions, rowset_id)
+    }
+
+    /// Writes rows of transaction `txn_id` that delete their keys (only
+    /// merge-on-write tables: other models keep no delete bitmaps).
+    pub fn write_deletes(
+        &self,
+        txn_id: i64,
+        batches: &[RecordBatch],
+        max_versions: usize,
+        rowset_id: impl FnOnce() -> String,
+    ) -> Result<u64> {
+        if self.mow.is_none() {
+            return Err(TethysError::NotSupported(
+                "deleting rows by key (DELETE with conditions on value columns, merge_type DELETE) \
+                 needs a UNIQUE KEY table with enable_unique_key_merge_on_write = true"
+                    .into(),
+            ));
+        }
+        self.write_as(txn_id, batches, true, max_versions, rowset_id)
+    }
+
+    fn write_as(
+        &self,
+        txn_id: i64,
+        batches: &[RecordBatch],
+        deletes: bool,
         max_versions: usize,
         rowset_id: impl FnOnce() -> String,
     ) -> Result<u64> {
@@ -330,7 +431,9 @@ impl Tablet {
             pending.rowset_id,
             pending.segments.len()
         ));
-        let info = write_segment(&seg_path, &meta.schema, &batch)?;
+        let mut info = write_segment(&seg_path, &meta.schema, &batch)?;
+        info.deletes = deletes;
+        self.remember_keys(&info.file, &batch)?;
         let size = info.size;
         pending.segments.push(info);
         write_json(&self.dir.join(format!("txn_{txn_id}.json")), &pending)?;
@@ -352,7 +455,9 @@ impl Tablet {
         Ok(())
     }
 
-    /// Makes transaction `txn_id` visible at `version`. Idempotent.
+    /// Makes transaction `txn_id` visible at `version`. Idempotent. For a
+    /// merge-on-write table the rows its keys supersede are found and
+    /// recorded in a delete bitmap first, in the same meta rewrite.
     pub fn publish(&self, txn_id: i64, version: i64) -> Result<()> {
         let _g = lock(&self.write_lock);
         let mut meta = self.meta();
@@ -363,8 +468,9 @@ impl Tablet {
         if pending.is_none() && version <= meta.version {
             return Ok(());
         }
+        let mut superseded = None;
         if let Some(p) = &pending {
-            meta.rowsets.push(RowsetMeta {
+            let rowset = RowsetMeta {
                 rowset_id: p.rowset_id.clone(),
                 start_version: version,
                 end_version: version,
@@ -374,10 +480,40 @@ impl Tablet {
                 segments: p.segments.clone(),
                 sorted_run: p.segments.len() <= 1,
                 delete_predicate: p.delete_predicate.clone(),
-            });
+            };
+            if let Some(m) = &self.mow
+                && !rowset.segments.is_empty()
+            {
+                // Keys are looked up in exactly the versions below this one.
+                if version != meta.version + 1 {
+                    return Err(TethysError::Backend(format!(
+                        "tablet {} of a merge-on-write table is at version {}: version {version} \
+                         is published after version {}; retried when that one is",
+                        meta.tablet_id,
+                        meta.version,
+                        meta.version + 1
+                    )));
+                }
+                let found = {
+                    let known = lock_r(&m.bitmaps);
+                    self.superseded(m, &meta.schema, &meta.rowsets, &rowset, version, &known)?
+                };
+                if !found.is_empty() {
+                    let file = format!("{}.dbm", rowset.rowset_id);
+                    found.write(&self.dir.join(&file))?;
+                    meta.delete_bitmap_files.push(file);
+                    superseded = Some(found);
+                }
+            }
+            meta.rowsets.push(rowset);
         }
         meta.version = meta.version.max(version);
         write_json(&self.dir.join(META_FILE), &meta)?;
+        // The bitmap goes in before the meta: entries of a version no reader
+        // can ask for yet.
+        if let (Some(m), Some(found)) = (&self.mow, &superseded) {
+            lock_w(&m.bitmaps).merge(found);
+        }
         *self.meta.write().unwrap_or_else(|p| p.into_inner()) = meta;
         if pending.is_some() {
             lock(&self.pending).remove(&txn_id);
@@ -386,11 +522,141 @@ impl Tablet {
         Ok(())
     }
 
+    /// Caches the key index of a segment being written from its rows (so
+    /// publishing need not read the keys back). No-op unless merge-on-write.
+    pub(crate) fn remember_keys(&self, file: &str, batch: &RecordBatch) -> Result<()> {
+        if let Some(m) = &self.mow {
+            let index = m.codec.index_of_batch(batch)?;
+            lock(&m.keys).insert(file.to_string(), Arc::new(index));
+        }
+        Ok(())
+    }
+
+    /// The key index of segment file `file`, built on first use.
+    fn key_index(
+        &self,
+        m: &MergeOnWrite,
+        schema: &TableSchema,
+        file: &str,
+    ) -> Result<Arc<KeyIndex>> {
+        if let Some(k) = lock(&m.keys).get(file) {
+            return Ok(k.clone());
+        }
+        let k = Arc::new(m.codec.index(&self.dir.join(file), schema)?);
+        lock(&m.keys).insert(file.to_string(), k.clone());
+        Ok(k)
+    }
+
+    /// The rows of the `older` rowsets, and of `new`'s own earlier segments,
+    /// holding keys `new` writes again, tagged `version`; rows `known`
+    /// already deletes are left out.
+    fn superseded(
+        &self,
+        m: &MergeOnWrite,
+        schema: &TableSchema,
+        older: &[RowsetMeta],
+        new: &RowsetMeta,
+        version: i64,
+        known: &DeleteBitmap,
+    ) -> Result<DeleteBitmap> {
+        let mut out = DeleteBitmap::default();
+        for (j, seg) in new.segments.iter().enumerate() {
+            if seg.deletes {
+                let all = RoaringBitmap::from_iter(0..seg.num_rows as u32);
+                out.add(&new.rowset_id, j as u32, version, &all);
+            }
+            let newer = self.key_index(m, schema, &seg.file)?;
+            let targets = older
+                .iter()
+                .flat_map(|r| {
+                    r.segments
+                        .iter()
+                        .enumerate()
+                        .map(move |(i, s)| (r.rowset_id.as_str(), i, s))
+                })
+                .chain(
+                    new.segments
+                        .iter()
+                        .take(j)
+                        .enumerate()
+                        .map(|(i, s)| (new.rowset_id.as_str(), i, s)),
+                );
+            for (rowset, i, s) in targets {
+                let mut rows = self.key_index(m, schema, &s.file)?.superseded_by(&newer);
+                if rows.is_empty() {
+                    continue;
+                }
+                if let Some(done) = known.at(rowset, i as u32, i64::MAX) {
+                    rows -= done;
+                }
+                out.add(rowset, i as u32, version, &rows);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Builds the delete bitmaps of a merge-on-write tablet written before
+    /// they existed: each rowset's keys supersede the older rowsets' rows.
+    fn build_delete_bitmaps(&self) -> Result<()> {
+        let Some(m) = &self.mow else {
+            return Ok(());
+        };
+        let _g = lock(&self.write_lock);
+        let mut meta = self.meta();
+        let mut all = DeleteBitmap::default();
+        for (n, r) in meta.rowsets.iter().enumerate() {
+            let older = meta.rowsets.get(..n).unwrap_or_default();
+            let found = self.superseded(m, &meta.schema, older, r, r.start_version, &all)?;
+            all.merge(&found);
+        }
+        let old_files = std::mem::take(&mut meta.delete_bitmap_files);
+        if !all.is_empty() {
+            let file = format!("rebuilt_{}.dbm", meta.version);
+            all.write(&self.dir.join(&file))?;
+            meta.delete_bitmap_files.push(file);
+        }
+        meta.delete_bitmaps_built = true;
+        write_json(&self.dir.join(META_FILE), &meta)?;
+        for f in old_files {
+            if !meta.delete_bitmap_files.contains(&f) {
+                let _ = fs::remove_file(self.dir.join(f));
+            }
+        }
+        *lock_w(&m.bitmaps) = all;
+        *self.meta.write().unwrap_or_else(|p| p.into_inner()) = meta;
+        Ok(())
+    }
+
+    /// The rows of segment `segment` of `rowset` that later loads of a
+    /// merge-on-write table deleted as of `version`.
+    pub fn deleted_rows(
+        &self,
+        rowset: &str,
+        segment: usize,
+        version: i64,
+    ) -> Option<RoaringBitmap> {
+        let m = self.mow.as_ref()?;
+        lock_r(&m.bitmaps).at(rowset, segment as u32, version)
+    }
+
+    /// Rows of `rowset` deleted by later loads as of the newest version.
+    pub fn deleted_row_count(&self, rowset: &str) -> u64 {
+        self.mow
+            .as_ref()
+            .map_or(0, |m| lock_r(&m.bitmaps).cardinality_of(rowset))
+    }
+
     /// Discards what transaction `txn_id` wrote here. Idempotent.
     pub fn abort(&self, txn_id: i64) -> Result<()> {
         let _g = lock(&self.write_lock);
         if let Some(p) = lock(&self.pending).remove(&txn_id) {
             let _ = fs::remove_file(self.dir.join(format!("txn_{txn_id}.json")));
+            if let Some(m) = &self.mow {
+                let mut keys = lock(&m.keys);
+                for s in &p.segments {
+                    keys.remove(&s.file);
+                }
+            }
             for s in p.segments {
                 let _ = fs::remove_file(self.dir.join(&s.file));
             }
@@ -469,21 +735,34 @@ impl Tablet {
         Ok(self
             .read_plan(version)?
             .into_iter()
-            .flat_map(|(segments, _)| segments)
+            .flat_map(|(segments, _)| segments.into_iter().map(|s| s.path))
             .collect())
     }
 
     /// What a read at `version` scans: each data rowset's segment files,
-    /// oldest first, with the predicates of the DELETEs published after it
+    /// oldest first, with the rows later loads of a merge-on-write table
+    /// deleted and the predicates of the DELETEs published after the rowset
     /// (its rows they hold for are deleted).
-    pub fn read_plan(&self, version: i64) -> Result<Vec<(Vec<PathBuf>, Vec<DeletePredicate>)>> {
+    pub fn read_plan(&self, version: i64) -> Result<Vec<(Vec<SegmentRead>, Vec<DeletePredicate>)>> {
         let rowsets = self.rowsets_at(version)?;
+        let bitmaps = self.mow.as_ref().map(|m| lock_r(&m.bitmaps));
         Ok(rowsets
             .iter()
             .filter(|r| !r.segments.is_empty())
             .map(|r| {
                 let deletes = deletes_after(&rowsets, r);
-                let files = r.segments.iter().map(|s| self.dir.join(&s.file)).collect();
+                let files = r
+                    .segments
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| SegmentRead {
+                        path: self.dir.join(&s.file),
+                        deleted_rows: bitmaps
+                            .as_ref()
+                            .and_then(|b| b.at(&r.rowset_id, i as u32, version))
+                            .map(Arc::new),
+                    })
+                    .collect();
                 (files, deletes)
             })
             .collect())
@@ -552,11 +831,12 @@ impl Tablet {
         }
         let now = now_ms();
         let end = inputs.iter().map(|r| r.end_version).max().unwrap_or(0);
+        let carried = match &self.mow {
+            Some(m) => Some(self.carry_deletes(m, &meta.schema, inputs, output.as_ref(), end)?),
+            None => None,
+        };
         meta.rowsets.retain(|r| !ids.contains(r.rowset_id.as_str()));
-        lock(&self.stale).extend(inputs.iter().cloned().map(|rowset| StaleRowset {
-            rowset,
-            stale_since_ms: now,
-        }));
+        let output_id = output.as_ref().map(|o| o.rowset_id.clone());
         if let Some(o) = output {
             meta.rowsets.push(o);
         }
@@ -564,9 +844,107 @@ impl Tablet {
         if promote {
             meta.cumulative_point = meta.cumulative_point.max(end + 1);
         }
+        // Merge-on-write: one bitmap file of the live rowsets' entries
+        // replaces the tablet's others.
+        let mut old_files = vec![];
+        if let (Some(m), Some(carried)) = (&self.mow, &carried) {
+            let mut keep = lock_r(&m.bitmaps).clone();
+            keep.merge(carried);
+            let live_ids: std::collections::HashSet<&str> =
+                meta.rowsets.iter().map(|r| r.rowset_id.as_str()).collect();
+            keep.retain_rowsets(|r| live_ids.contains(r));
+            old_files = std::mem::take(&mut meta.delete_bitmap_files);
+            if !keep.is_empty() {
+                let name = match &output_id {
+                    Some(id) => format!("{id}.dbm"),
+                    None => format!("{}_merged.dbm", inputs[0].rowset_id),
+                };
+                keep.write(&self.dir.join(&name))?;
+                meta.delete_bitmap_files.push(name);
+            }
+        }
         write_json(&self.dir.join(META_FILE), &meta)?;
+        for f in old_files {
+            if !meta.delete_bitmap_files.contains(&f) {
+                let _ = fs::remove_file(self.dir.join(f));
+            }
+        }
+        if let (Some(m), Some(carried)) = (&self.mow, &carried) {
+            lock_w(&m.bitmaps).merge(carried);
+            // Lookups only go to live segments and those of pending loads.
+            let pending = lock(&self.pending);
+            let files: std::collections::HashSet<&str> = meta
+                .rowsets
+                .iter()
+                .flat_map(|r| r.segments.iter())
+                .chain(pending.values().flat_map(|p| p.segments.iter()))
+                .map(|s| s.file.as_str())
+                .collect();
+            lock(&m.keys).retain(|f, _| files.contains(f.as_str()));
+        }
+        lock(&self.stale).extend(inputs.iter().cloned().map(|rowset| StaleRowset {
+            rowset,
+            stale_since_ms: now,
+        }));
         *self.meta.write().unwrap_or_else(|p| p.into_inner()) = meta;
         Ok(true)
+    }
+
+    /// The rows of a compaction's output that loads after its last version
+    /// `end` superseded: each input row deleted by a version above `end` is
+    /// found in the output by its key and deleted there at that version.
+    fn carry_deletes(
+        &self,
+        m: &MergeOnWrite,
+        schema: &TableSchema,
+        inputs: &[RowsetMeta],
+        output: Option<&RowsetMeta>,
+        end: i64,
+    ) -> Result<DeleteBitmap> {
+        let mut out = DeleteBitmap::default();
+        let Some(o) = output else {
+            return Ok(out);
+        };
+        let bitmaps = lock_r(&m.bitmaps);
+        let mut targets: Option<Vec<Arc<KeyIndex>>> = None;
+        for r in inputs {
+            for (i, s) in r.segments.iter().enumerate() {
+                let later = bitmaps.after(&r.rowset_id, i as u32, end);
+                if later.is_empty() {
+                    continue;
+                }
+                let keys = self.key_index(m, schema, &s.file)?;
+                let targets = match &mut targets {
+                    Some(t) => &*t,
+                    None => targets.insert(
+                        o.segments
+                            .iter()
+                            .map(|s| self.key_index(m, schema, &s.file))
+                            .collect::<Result<Vec<_>>>()?,
+                    ),
+                };
+                for (v, rows) in later {
+                    for x in rows {
+                        if x as usize >= keys.len() {
+                            return Err(TethysError::Corruption(format!(
+                                "tablet {}: delete bitmap of rowset {} segment {i} names row {x} of {}",
+                                self.id(),
+                                r.rowset_id,
+                                keys.len()
+                            )));
+                        }
+                        let key = keys.key(x as usize);
+                        for (oi, t) in targets.iter().enumerate() {
+                            if let Some(row) = t.find(key) {
+                                out.insert(&o.rowset_id, oi as u32, v, row);
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Deletes stale rowsets older than `min_age_ms` when no scan reads the
@@ -584,6 +962,13 @@ impl Tablet {
             *stale = keep;
             old
         };
+        if let Some(m) = &self.mow
+            && !old.is_empty()
+        {
+            let gone: std::collections::HashSet<&str> =
+                old.iter().map(|s| s.rowset.rowset_id.as_str()).collect();
+            lock_w(&m.bitmaps).retain_rowsets(|r| !gone.contains(r));
+        }
         let mut removed = vec![];
         for s in old {
             for seg in s.rowset.segments {

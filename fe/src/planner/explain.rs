@@ -326,12 +326,12 @@ impl Builder {
             if let Some(v) = scan.and_then(|c| c.get("MergedRows")) {
                 attrs.push(format!("MergedRows: {v}"));
             }
-            // ... and scans of tables with DELETEs how many rows they hid.
-            if let Some(v) = scan
-                .and_then(|c| c.get("RowsDelFiltered"))
-                .filter(|v| **v > 0)
-            {
-                attrs.push(format!("RowsDelFiltered: {v}"));
+            // ... scans of tables with DELETEs how many rows they hid, and
+            // of merge-on-write tables how many superseded rows they skipped.
+            for name in ["RowsDelFiltered", "RowsDelByBitmap"] {
+                if let Some(v) = scan.and_then(|c| c.get(name)).filter(|v| **v > 0) {
+                    attrs.push(format!("{name}: {v}"));
+                }
             }
         }
         let id = self.alloc();

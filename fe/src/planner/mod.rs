@@ -62,6 +62,9 @@ pub struct StatementCtx {
     /// How long a scan waits for its runtime filters to be complete
     /// (`runtime_filter_wait_time_ms`).
     pub runtime_filter_wait_ms: u64,
+    /// The INSERT's rows delete their keys: DELETE on a merge-on-write
+    /// UNIQUE table, run as `INSERT INTO t SELECT * FROM t WHERE ...`.
+    pub delete_rows: bool,
 }
 
 /// DataFusion's physical optimizer rules with Tethys' own: colocated

@@ -134,7 +134,7 @@ impl OlapSink {
         self.fe
             .pool
             .get(&be)?
-            .write(txn_id, tablet_id, batches)
+            .write(txn_id, tablet_id, batches, self.stmt.delete_rows)
             .await?;
         Ok(())
     }
@@ -270,10 +270,15 @@ impl DataSink for OlapSink {
             *self.stmt.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
             return Ok(rows);
         }
-        let txn = self
-            .fe
-            .txn
-            .begin(&self.db, self.stmt.label.clone(), "INSERT_STREAMING")?;
+        let txn = self.fe.txn.begin(
+            &self.db,
+            self.stmt.label.clone(),
+            if self.stmt.delete_rows {
+                "FRONTEND"
+            } else {
+                "INSERT_STREAMING"
+            },
+        )?;
         let result = self.load(txn.id, data).await;
         let stats = crate::catalog::LoadStats {
             table: self.table.name.clone(),
