@@ -248,7 +248,7 @@ async fn data_quality_and_error_log() {
     let body = f.load(&quoted, &["column_separator:,", "enclose:\"", "escape:\\"]);
     assert_eq!(json_field(&body, "NumberLoadedRows"), 2, "{body}");
     // Headers not supported yet are refused clearly, and load nothing.
-    let body = f.load(&conv, &["column_separator:,", "merge_type:DELETE"]);
+    let body = f.load(&conv, &["column_separator:,", "merge_type:MERGE"]);
     assert_eq!(json_field(&body, "Status"), "Fail");
     assert!(
         json_field(&body, "Message")
@@ -813,5 +813,31 @@ async fn aggregate_and_unique_tables_combine_loaded_rows() {
             .to_string()
             .contains("not supported yet"),
         "{body}"
+    );
+    // partial_columns: the columns header's columns change, the others keep
+    // the key's values; a new key takes NULL for the nullable rest.
+    let partial = f.file("p.csv", "3,40\n5,50\n");
+    let body = f.server.stream_load(
+        "ld",
+        "uniq",
+        &partial,
+        &[
+            "column_separator:,",
+            "partial_columns: true",
+            "columns: id, hi",
+        ],
+    );
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    let uniq: Vec<(i32, Option<String>, i32)> = c
+        .query("SELECT id, last, hi FROM ld.uniq ORDER BY id")
+        .await
+        .expect("rows after partial update");
+    assert_eq!(
+        uniq,
+        vec![
+            (2, Some("e".into()), 0),
+            (3, Some("g".into()), 40),
+            (5, None, 50)
+        ]
     );
 }

@@ -106,20 +106,20 @@ impl BackendClient {
         Ok(FlightRecordBatchStream::new_from_flight_data(stream))
     }
 
-    /// Sends rows of a transaction to one tablet; with `delete_rows` they
-    /// delete their keys (merge-on-write UNIQUE tables).
+    /// Sends rows of a transaction to one tablet; `rows` says what they are
+    /// (`WriteRequest::delete_rows`, `partial_columns`; the ids are ignored).
     pub async fn write(
         &self,
         txn_id: i64,
         tablet_id: i64,
         batches: Vec<RecordBatch>,
-        delete_rows: bool,
+        rows: &WriteRequest,
     ) -> Result<WriteResponse> {
         let desc = FlightDescriptor::new_cmd(
             WriteRequest {
                 txn_id,
                 tablet_id,
-                delete_rows,
+                ..rows.clone()
             }
             .encode_to_vec(),
         );

@@ -854,6 +854,69 @@ fn parse_txn_filter(where_sql: Option<&str>) -> Result<(Option<i64>, Option<Stri
     Ok(r)
 }
 
+/// Under `enable_unique_key_partial_update`, the table columns an INSERT
+/// with a column list gives, when its target is a merge-on-write UNIQUE
+/// table and the list leaves columns out (as in Doris, other INSERTs are
+/// ordinary ones).
+fn partial_update_columns(
+    fe: &Frontend,
+    session: &Session,
+    parsed: &datafusion::sql::parser::Statement,
+) -> Result<Vec<u32>> {
+    use datafusion::sql::sqlparser::ast::{Statement as Sql, TableObject};
+    let datafusion::sql::parser::Statement::Statement(s) = parsed else {
+        return Ok(vec![]);
+    };
+    let Sql::Insert(ins) = s.as_ref() else {
+        return Ok(vec![]);
+    };
+    if ins.columns.is_empty() {
+        return Ok(vec![]);
+    }
+    let TableObject::TableName(name) = &ins.table else {
+        return Ok(vec![]);
+    };
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
+        .collect();
+    let (db, tname) = match parts.as_slice() {
+        [t] => (ddl::resolve_db(&session.database, &None)?, t.clone()),
+        [d, t] => (d.clone(), t.clone()),
+        _ => return Ok(vec![]),
+    };
+    let Ok(t) = table_snapshot(fe, &db, &tname) else {
+        return Ok(vec![]);
+    };
+    let s = &t.schema;
+    if s.keys_type != tethys_common::schema::KeysType::Unique || !s.merge_on_write {
+        return Ok(vec![]);
+    }
+    let mut given = vec![];
+    for c in &ins.columns {
+        let name = c.to_string();
+        let name = name.trim_matches('`');
+        let i = s.index_of(name).ok_or_else(|| {
+            TethysError::UnknownColumn(format!("Unknown column '{name}' in 'table list'"))
+        })?;
+        given.push(i as u32);
+    }
+    given.sort_unstable();
+    given.dedup();
+    if let Some(k) = (0..s.num_key_columns).find(|k| !given.contains(&(*k as u32))) {
+        return Err(TethysError::Analysis(format!(
+            "a partial column update must give every key column; {} is missing",
+            s.columns[k].name
+        )));
+    }
+    Ok(if given.len() == s.columns.len() {
+        vec![]
+    } else {
+        given
+    })
+}
+
 fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> StatementCtx {
     StatementCtx {
         query_id: fe.next_query_id(),
@@ -867,6 +930,7 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
         runtime_filter_max_in: session.vars.runtime_filter_max_in(),
         runtime_filter_wait_ms: session.vars.runtime_filter_wait_ms(),
         delete_rows: false,
+        partial_columns: vec![],
     }
 }
 
@@ -891,8 +955,18 @@ async fn run_query_as(
     let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
     let mut ctx_of_stmt = statement_ctx(fe, session, label);
     ctx_of_stmt.delete_rows = delete_rows;
+    if session
+        .vars
+        .get("enable_unique_key_partial_update")
+        .is_some_and(|v| v == "true")
+    {
+        ctx_of_stmt.partial_columns = partial_update_columns(fe, session, &parsed)?;
+    }
     // Group commit takes INSERT ... VALUES without a label, as in Doris.
-    if ctx_of_stmt.label.is_none() && crate::sql::rewrite::is_insert_values(&parsed) {
+    if ctx_of_stmt.label.is_none()
+        && ctx_of_stmt.partial_columns.is_empty()
+        && crate::sql::rewrite::is_insert_values(&parsed)
+    {
         ctx_of_stmt.group_commit = session.vars.group_commit();
     }
     let stmt = Arc::new(ctx_of_stmt);

@@ -76,6 +76,7 @@ static VARS: &[VarDef] = &[
     v("div_precision_increment", "4", Kind::Int),
     v("enable_insert_strict", "true", Kind::Bool),
     v("enable_profile", "false", Kind::Bool),
+    v("enable_unique_key_partial_update", "false", Kind::Bool),
     v("exec_mem_limit", "2147483648", Kind::Int),
     ro("have_query_cache", "false", Kind::Bool),
     v("init_connect", "", Kind::Str),

@@ -34,6 +34,9 @@ pub struct Converter {
     targets: Vec<Target>,
     where_expr: Option<Arc<dyn PhysicalExpr>>,
     strict: bool,
+    /// A partial column update: columns the load does not give are NULL
+    /// placeholders (or defaults) the backend replaces by the keys' values.
+    partial: bool,
 }
 
 /// A converted chunk.
@@ -79,6 +82,7 @@ impl Converter {
         spec: &SourceSpec,
         defaults: Vec<Option<String>>,
         strict: bool,
+        partial: bool,
     ) -> Result<Self> {
         let mut fields = vec![];
         for (i, name) in spec.names.iter().enumerate() {
@@ -110,7 +114,7 @@ impl Converter {
                 (None, Some(si)) => Target::Source(si),
                 (None, None) => {
                     let d = defaults.get(ci).cloned().flatten();
-                    if d.is_none() && !c.nullable {
+                    if d.is_none() && !c.nullable && !partial {
                         return Err(TethysError::Analysis(format!(
                             "Column '{}' is NOT NULL without a default and is missing from the load",
                             c.name
@@ -126,7 +130,21 @@ impl Converter {
         } else {
             Some(decode_expr(&spec.where_expr, &source_schema, &task)?)
         };
-        let arrow_schema = schema.arrow_schema();
+        let mut arrow_schema = schema.arrow_schema();
+        if partial {
+            // Placeholders of unmentioned NOT NULL columns are NULL.
+            arrow_schema = Arc::new(arrow::datatypes::Schema::new(
+                arrow_schema
+                    .fields()
+                    .iter()
+                    .zip(&targets)
+                    .map(|(f, t)| match t {
+                        Target::Default(_) => f.as_ref().clone().with_nullable(true),
+                        _ => f.as_ref().clone(),
+                    })
+                    .collect::<Vec<_>>(),
+            ));
+        }
         Ok(Converter {
             schema,
             arrow_schema,
@@ -134,7 +152,18 @@ impl Converter {
             targets,
             where_expr,
             strict,
+            partial,
         })
+    }
+
+    /// The table columns the load gives (from the file or an expression).
+    pub fn partial_columns(&self) -> Vec<u32> {
+        self.targets
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !matches!(t, Target::Default(_)))
+            .map(|(i, _)| i as u32)
+            .collect()
     }
 
     /// Converts a block of rows.
@@ -243,7 +272,8 @@ impl Converter {
             };
             // Most columns need no per-row check: nullable or without NULLs,
             // and not a string with a length limit.
-            let check_nulls = !col.nullable && arr.null_count() > 0;
+            let placeholder = self.partial && matches!(self.targets[ci], Target::Default(_));
+            let check_nulls = !col.nullable && arr.null_count() > 0 && !placeholder;
             let max_len = col.column_type.max_len();
             let strings = max_len.and(arr.as_string_opt::<i32>());
             let too_long = |i: usize| {
@@ -441,7 +471,7 @@ mod tests {
             column_exprs: vec![],
             where_expr: vec![],
         };
-        let conv = Converter::new(schema(), &spec, vec![None, None, None], false).unwrap();
+        let conv = Converter::new(schema(), &spec, vec![None, None, None], false, false).unwrap();
         let out = conv
             .convert(&rows(&[
                 &[Some("1"), Some("ab"), Some("2026-08-01")],
@@ -462,7 +492,7 @@ mod tests {
         }));
         assert!(out.errors.iter().any(|e| e.0.contains("too long")));
         assert!(out.errors.iter().any(|e| e.0.contains("NOT NULL")));
-        let strict = Converter::new(schema(), &spec, vec![None, None, None], true).unwrap();
+        let strict = Converter::new(schema(), &spec, vec![None, None, None], true, false).unwrap();
         let out = strict
             .convert(&rows(&[&[Some("5"), Some("a"), Some("not a date")]]))
             .unwrap();
@@ -474,6 +504,6 @@ mod tests {
             column_exprs: vec![],
             where_expr: vec![],
         };
-        assert!(Converter::new(schema(), &missing_id, vec![], false).is_err());
+        assert!(Converter::new(schema(), &missing_id, vec![], false, false).is_err());
     }
 }

@@ -327,7 +327,7 @@ pub async fn stream_load(
     let outcome = match router_of(&plan, opts.partitions.as_ref()) {
         Ok(router) => {
             let mut writer = TabletWriter::new(be.clone(), begun.txn_id, &plan, router);
-            writer.delete_rows = opts.delete_rows;
+            writer.rows.delete_rows = opts.delete_rows;
             run_load(&be, &opts, &plan, Sink::Tablets(writer), body, &mut resp).await
         }
         Err(e) => Err(e),
@@ -497,7 +497,19 @@ async fn run_load(
             (*has && d != "CURRENT_TIMESTAMP" && d != "CURRENT_DATE").then(|| d.clone())
         })
         .collect();
-    let converter = Converter::new(schema, &spec, defaults, opts.strict_mode)?;
+    let converter = Converter::new(
+        schema,
+        &spec,
+        defaults,
+        opts.strict_mode,
+        opts.partial_columns,
+    )?;
+    let mut sink = sink;
+    if opts.partial_columns
+        && let Sink::Tablets(w) = &mut sink
+    {
+        w.rows.partial_columns = converter.partial_columns();
+    }
     let mut load = Load {
         sink,
         converter,

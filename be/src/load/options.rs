@@ -45,6 +45,9 @@ pub struct LoadOptions {
     /// `merge_type: DELETE`: the loaded rows delete their keys
     /// (merge-on-write UNIQUE tables).
     pub delete_rows: bool,
+    /// `partial_columns: true`: the columns the load gives update the keys'
+    /// rows, the others keep their values (merge-on-write UNIQUE tables).
+    pub partial_columns: bool,
 }
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -123,10 +126,7 @@ pub fn separator(text: &str) -> Result<Vec<u8>> {
 impl LoadOptions {
     /// Reads the headers; unsupported ones are refused with a clear message.
     pub fn from_headers(h: &HeaderMap) -> Result<LoadOptions> {
-        for (name, what) in [
-            ("temporary_partitions", "the temporary_partitions header"),
-            ("partial_columns", "partial column updates"),
-        ] {
+        for (name, what) in [("temporary_partitions", "the temporary_partitions header")] {
             if header(h, name).is_some_and(|v| !v.is_empty()) {
                 return Err(TethysError::NotSupported(format!(
                     "{what} is not supported yet"
@@ -154,6 +154,12 @@ impl LoadOptions {
                 )));
             }
         };
+        let partial_columns = flag(h, "partial_columns")?;
+        if partial_columns && (delete_rows || group_commit.is_some()) {
+            return Err(TethysError::NotSupported(
+                "partial_columns cannot be combined with merge_type DELETE or group commit".into(),
+            ));
+        }
         if delete_rows && group_commit.is_some() {
             return Err(TethysError::NotSupported(
                 "group commit does not take merge_type DELETE".into(),
@@ -223,6 +229,7 @@ impl LoadOptions {
             two_phase_commit: flag(h, "two_phase_commit")?,
             group_commit,
             delete_rows,
+            partial_columns,
             json_paths: match header(h, "jsonpaths").filter(|v| !v.is_empty()) {
                 Some(v) => Some(super::parse::JsonPath::parse_list(v)?),
                 None => None,

@@ -587,6 +587,7 @@ mod tests {
             escape: None,
             group_commit: None,
             delete_rows: false,
+            partial_columns: false,
             json_paths: None,
             json_root: None,
         }

@@ -84,8 +84,8 @@ pub struct TabletWriter {
     pub write_ms: u64,
     in_flight: tokio::task::JoinSet<Result<u64>>,
     max_in_flight: usize,
-    /// The rows delete their keys (`merge_type: DELETE`).
-    pub delete_rows: bool,
+    /// What the rows are (`merge_type: DELETE`, `partial_columns`).
+    pub rows: tethys_proto::WriteRequest,
 }
 
 impl TabletWriter {
@@ -116,7 +116,7 @@ impl TabletWriter {
             write_ms: 0,
             in_flight: tokio::task::JoinSet::new(),
             max_in_flight: max_in_flight(),
-            delete_rows: false,
+            rows: Default::default(),
         }
     }
 
@@ -161,12 +161,10 @@ impl TabletWriter {
         while self.in_flight.len() >= self.max_in_flight {
             self.join_one().await?;
         }
-        let (txn_id, delete_rows) = (self.txn_id, self.delete_rows);
+        let (txn_id, rows) = (self.txn_id, self.rows.clone());
         self.in_flight.spawn(async move {
             let t = Instant::now();
-            client
-                .write(txn_id, tablet_id, batches, delete_rows)
-                .await?;
+            client.write(txn_id, tablet_id, batches, &rows).await?;
             Ok(t.elapsed().as_millis() as u64)
         });
         Ok(())

@@ -56,10 +56,14 @@ async fn flush(
     batches: Vec<RecordBatch>,
 ) -> Result<u64, Status> {
     let b = backend.clone();
-    let (txn, tablet, deletes) = (wr.txn_id, wr.tablet_id, wr.delete_rows);
+    let wr = wr.clone();
     tokio::task::spawn_blocking(move || {
-        if deletes {
+        let (txn, tablet) = (wr.txn_id, wr.tablet_id);
+        if wr.delete_rows {
             b.engine.write_deletes(txn, tablet, &batches)
+        } else if !wr.partial_columns.is_empty() {
+            let given: Vec<usize> = wr.partial_columns.iter().map(|&c| c as usize).collect();
+            b.engine.write_partial(txn, tablet, &batches, &given)
         } else {
             b.engine.write(txn, tablet, &batches)
         }

@@ -305,6 +305,21 @@ impl StorageEngine {
         })
     }
 
+    /// Writes rows of a partial column update (table columns `given`) to a
+    /// merge-on-write tablet.
+    pub fn write_partial(
+        &self,
+        txn_id: i64,
+        tablet_id: i64,
+        batches: &[RecordBatch],
+        given: &[usize],
+    ) -> Result<u64> {
+        let t = self.tablet(tablet_id)?;
+        t.write_partial(txn_id, batches, given, self.max_tablet_versions, || {
+            self.next_rowset_id(&format!("t{txn_id}"))
+        })
+    }
+
     /// Records a DELETE's predicate on tablets as pending data of a transaction.
     pub fn write_delete(
         &self,

@@ -524,15 +524,18 @@ impl Segment {
         types
             .iter()
             .enumerate()
-            .map(|(c, dt)| {
-                let (a, _) = self.read_page(c, page_idx, dt)?;
-                Ok(if a.data_type() == dt {
-                    a
-                } else {
-                    arrow::compute::cast(&a, dt)?
-                })
-            })
+            .map(|(c, dt)| self.read_plain_page(c, page_idx, dt))
             .collect()
+    }
+
+    /// Page `page_idx` of column `col` as a plain array of `dt`.
+    pub fn read_plain_page(&self, col: usize, page_idx: usize, dt: &DataType) -> Result<ArrayRef> {
+        let (a, _) = self.read_page(col, page_idx, dt)?;
+        Ok(if a.data_type() == dt {
+            a
+        } else {
+            arrow::compute::cast(&a, dt)?
+        })
     }
 
     /// The footer entry of page `page_idx` of column `col`.

@@ -158,6 +158,17 @@ pub struct Tablet {
     mow: Option<MergeOnWrite>,
 }
 
+/// What the rows of a write are.
+#[derive(Debug, Clone, PartialEq)]
+enum WriteKind {
+    /// Full rows.
+    Rows,
+    /// Rows deleting their keys.
+    Deletes,
+    /// A partial column update giving these table columns.
+    Partial(Vec<usize>),
+}
+
 /// The in-memory state of a merge-on-write tablet.
 #[derive(Debug)]
 struct MergeOnWrite {
@@ -364,7 +375,42 @@ impl Tablet {
         max_versions: usize,
         rowset_id: impl FnOnce() -> String,
     ) -> Result<u64> {
-        self.write_as(txn_id, batches, false, max_versions, rowset_id)
+        self.write_as(txn_id, batches, WriteKind::Rows, max_versions, rowset_id)
+    }
+
+    /// Writes rows of a partial column update: only the table columns
+    /// `given` carry values; each row's other columns are taken from the
+    /// key's current row, or for a new key are the placeholders sent (the
+    /// column's default, or NULL). Merge-on-write tables only.
+    pub fn write_partial(
+        &self,
+        txn_id: i64,
+        batches: &[RecordBatch],
+        given: &[usize],
+        max_versions: usize,
+        rowset_id: impl FnOnce() -> String,
+    ) -> Result<u64> {
+        if self.mow.is_none() {
+            return Err(TethysError::NotSupported(
+                "partial column update needs a UNIQUE KEY table with \
+                 enable_unique_key_merge_on_write = true"
+                    .into(),
+            ));
+        }
+        let meta = self.meta();
+        if let Some(k) = (0..meta.schema.num_key_columns).find(|k| !given.contains(k)) {
+            return Err(TethysError::Analysis(format!(
+                "a partial column update must give every key column; {} is missing",
+                meta.schema.columns[k].name
+            )));
+        }
+        self.write_as(
+            txn_id,
+            batches,
+            WriteKind::Partial(given.to_vec()),
+            max_versions,
+            rowset_id,
+        )
     }
 
     /// Writes rows of transaction `txn_id` that delete their keys (only
@@ -383,20 +429,40 @@ impl Tablet {
                     .into(),
             ));
         }
-        self.write_as(txn_id, batches, true, max_versions, rowset_id)
+        self.write_as(txn_id, batches, WriteKind::Deletes, max_versions, rowset_id)
     }
 
     fn write_as(
         &self,
         txn_id: i64,
         batches: &[RecordBatch],
-        deletes: bool,
+        kind: WriteKind,
         max_versions: usize,
         rowset_id: impl FnOnce() -> String,
     ) -> Result<u64> {
         self.check_versions(max_versions)?;
         let meta = self.meta();
-        let schema = meta.schema.arrow_schema();
+        let schema = match &kind {
+            // Columns a partial update does not give may hold NULL
+            // placeholders until they are filled.
+            WriteKind::Partial(given) => Arc::new(arrow::datatypes::Schema::new(
+                meta.schema
+                    .arrow_schema()
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| {
+                        let f = f.as_ref().clone();
+                        if given.contains(&i) {
+                            f
+                        } else {
+                            f.with_nullable(true)
+                        }
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            _ => meta.schema.arrow_schema(),
+        };
         for b in batches {
             if b.schema().fields().len() != schema.fields().len()
                 || b.schema()
@@ -417,6 +483,10 @@ impl Tablet {
         }
         let batch = sort_by_key(&batch, &meta.schema)?;
         let _g = lock(&self.write_lock);
+        let batch = match &kind {
+            WriteKind::Partial(given) => self.fill_unmentioned(batch, given)?,
+            _ => batch,
+        };
         let mut pending = lock(&self.pending)
             .get(&txn_id)
             .cloned()
@@ -432,7 +502,7 @@ impl Tablet {
             pending.segments.len()
         ));
         let mut info = write_segment(&seg_path, &meta.schema, &batch)?;
-        info.deletes = deletes;
+        info.deletes = kind == WriteKind::Deletes;
         self.remember_keys(&info.file, &batch)?;
         let size = info.size;
         pending.segments.push(info);
@@ -520,6 +590,123 @@ impl Tablet {
             let _ = fs::remove_file(self.dir.join(format!("txn_{txn_id}.json")));
         }
         Ok(())
+    }
+
+    /// Fills the columns a partial update does not give from each key's
+    /// current row (the live row of the newest version: merge-on-write keeps
+    /// one per key); rows of new keys keep their placeholders, which must
+    /// not be NULL for a NOT NULL column. Runs under the write lock.
+    fn fill_unmentioned(&self, batch: RecordBatch, given: &[usize]) -> Result<RecordBatch> {
+        let Some(m) = &self.mow else {
+            return Ok(batch);
+        };
+        let meta = self.meta();
+        let schema = &meta.schema;
+        let missing: Vec<usize> = (0..schema.columns.len())
+            .filter(|c| !given.contains(c))
+            .collect();
+        let n = batch.num_rows();
+        if missing.is_empty() || n == 0 {
+            return Ok(RecordBatch::try_new(
+                schema.arrow_schema(),
+                batch.columns().to_vec(),
+            )?);
+        }
+        let keys = m.codec.index_of_batch(&batch)?;
+        let types: Vec<arrow::datatypes::DataType> = schema
+            .arrow_schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        // Per missing column: the chunks to pick from (chunk 0: the
+        // placeholders) and per row which chunk and position.
+        let mut chunks: Vec<Vec<arrow::array::ArrayRef>> = missing
+            .iter()
+            .map(|&c| vec![batch.column(c).clone()])
+            .collect();
+        let mut pick: Vec<(usize, usize)> = (0..n).map(|i| (0, i)).collect();
+        let mut found = vec![false; n];
+        let bitmaps = lock_r(&m.bitmaps);
+        'sources: for r in meta.rowsets.iter().rev() {
+            for (si, s) in r.segments.iter().enumerate().rev() {
+                if found.iter().all(|f| *f) {
+                    break 'sources;
+                }
+                if s.deletes {
+                    continue;
+                }
+                let index = self.key_index(m, schema, &s.file)?;
+                let gone = bitmaps.at(&r.rowset_id, si as u32, i64::MAX);
+                let mut hits: Vec<(usize, u32)> = vec![];
+                for (i, f) in found.iter_mut().enumerate() {
+                    if *f {
+                        continue;
+                    }
+                    if let Some(x) = index.find(keys.key(i))
+                        && !gone.as_ref().is_some_and(|g| g.contains(x))
+                    {
+                        *f = true;
+                        hits.push((i, x));
+                    }
+                }
+                if hits.is_empty() {
+                    continue;
+                }
+                // Read the pages holding the hits, once each.
+                let seg = super::segment::Segment::open(&self.dir.join(&s.file), schema)?;
+                let spans: Vec<(u64, u64)> = seg
+                    .footer()
+                    .columns
+                    .first()
+                    .map(|c| {
+                        c.pages
+                            .iter()
+                            .map(|p| (p.first_row, u64::from(p.num_rows)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                hits.sort_by_key(|h| h.1);
+                let mut h = 0;
+                for (pi, (first, len)) in spans.iter().enumerate() {
+                    let end = first + len;
+                    let from = h;
+                    while h < hits.len() && u64::from(hits[h].1) < end {
+                        h += 1;
+                    }
+                    if from == h {
+                        continue;
+                    }
+                    let rows: UInt32Array =
+                        hits[from..h].iter().map(|x| x.1 - *first as u32).collect();
+                    for (mi, &c) in missing.iter().enumerate() {
+                        let page = seg.read_plain_page(c, pi, &types[c])?;
+                        chunks[mi].push(arrow::compute::take(page.as_ref(), &rows, None)?);
+                    }
+                    let chunk = chunks[0].len() - 1;
+                    for (j, hit) in hits[from..h].iter().enumerate() {
+                        pick[hit.0] = (chunk, j);
+                    }
+                }
+            }
+        }
+        drop(bitmaps);
+        let mut columns = batch.columns().to_vec();
+        for (mi, &c) in missing.iter().enumerate() {
+            let refs: Vec<&dyn arrow::array::Array> =
+                chunks[mi].iter().map(|a| a.as_ref()).collect();
+            let filled = arrow::compute::interleave(&refs, &pick)?;
+            let col = &schema.columns[c];
+            if !col.nullable && filled.null_count() > 0 {
+                return Err(TethysError::DataQuality(format!(
+                    "the unmentioned column `{}` should have a default value or be nullable \
+                     for new keys of a partial column update",
+                    col.name
+                )));
+            }
+            columns[c] = filled;
+        }
+        Ok(RecordBatch::try_new(schema.arrow_schema(), columns)?)
     }
 
     /// Caches the key index of a segment being written from its rows (so

@@ -65,6 +65,9 @@ pub struct StatementCtx {
     /// The INSERT's rows delete their keys: DELETE on a merge-on-write
     /// UNIQUE table, run as `INSERT INTO t SELECT * FROM t WHERE ...`.
     pub delete_rows: bool,
+    /// A partial column update (`SET enable_unique_key_partial_update =
+    /// true` and an INSERT column list): the table columns it gives.
+    pub partial_columns: Vec<u32>,
 }
 
 /// DataFusion's physical optimizer rules with Tethys' own: colocated

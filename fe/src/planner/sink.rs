@@ -45,6 +45,23 @@ impl OlapSink {
         schema: SchemaRef,
         stmt: Arc<StatementCtx>,
     ) -> Self {
+        // A partial update's unmentioned columns are NULL placeholders the
+        // backend replaces by the keys' current values.
+        let schema = if stmt.partial_columns.is_empty() {
+            schema
+        } else {
+            Arc::new(arrow::datatypes::Schema::new(
+                schema
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| {
+                        let given = stmt.partial_columns.contains(&(i as u32));
+                        f.as_ref().clone().with_nullable(f.is_nullable() || !given)
+                    })
+                    .collect::<Vec<_>>(),
+            ))
+        };
         OlapSink {
             fe,
             db,
@@ -88,9 +105,11 @@ impl OlapSink {
     /// Checks a batch against the schema; returns a data-quality error naming
     /// the first offending column.
     fn validate(&self, batch: &RecordBatch) -> Result<()> {
+        let partial = &self.stmt.partial_columns;
         for (i, col) in self.table.schema.columns.iter().enumerate() {
             let arr = batch.column(i);
-            if !col.nullable && arr.null_count() > 0 {
+            let placeholder = !partial.is_empty() && !partial.contains(&(i as u32));
+            if !col.nullable && arr.null_count() > 0 && !placeholder {
                 return Err(TethysError::DataQuality(format!(
                     "Insert has filtered data in strict mode: column '{}' is NOT NULL but a row has NULL",
                     col.name
@@ -134,7 +153,16 @@ impl OlapSink {
         self.fe
             .pool
             .get(&be)?
-            .write(txn_id, tablet_id, batches, self.stmt.delete_rows)
+            .write(
+                txn_id,
+                tablet_id,
+                batches,
+                &tethys_proto::WriteRequest {
+                    delete_rows: self.stmt.delete_rows,
+                    partial_columns: self.stmt.partial_columns.clone(),
+                    ..Default::default()
+                },
+            )
             .await?;
         Ok(())
     }
