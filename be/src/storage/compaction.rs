@@ -565,6 +565,58 @@ mod tests {
         assert_eq!(read_mow(&engine, 5).unwrap(), v5);
     }
 
+    #[test]
+    fn partial_update_refills_when_a_newer_load_wrote_its_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = StorageEngine::open(dir.path()).unwrap();
+        engine.create_tablet(1, 1, 1, mow_schema(), 1).unwrap();
+        engine.write(10, 1, &[rows(&[1, 2], 10)]).unwrap();
+        engine.publish(10, 1, 2).unwrap();
+        // A partial update giving only the key: `v` comes from the tablet.
+        let placeholders = RecordBatch::try_new(
+            Arc::new(arrow::datatypes::Schema::new(vec![
+                arrow::datatypes::Field::new("k", DataType::Int64, false),
+                arrow::datatypes::Field::new("v", DataType::Int64, true),
+            ])),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2, 3])),
+                Arc::new(Int64Array::from(vec![None, None, Some(7)])),
+            ],
+        )
+        .unwrap();
+        engine
+            .write_partial(20, 1, &[placeholders.clone()], &[0])
+            .unwrap();
+        // Meanwhile a load of key 1 is published first.
+        engine.write(21, 1, &[rows(&[1], 99)]).unwrap();
+        engine.publish(21, 1, 3).unwrap();
+        engine.publish(20, 1, 4).unwrap();
+        // Key 1 keeps the value published after the partial rows were
+        // filled (not the 10 read then); key 3 is new: its placeholder.
+        assert_eq!(
+            read_mow(&engine, 4).unwrap(),
+            vec![(1, 99), (2, 10), (3, 7)]
+        );
+        // Without a conflict nothing is rewritten.
+        engine.write_partial(22, 1, &[placeholders], &[0]).unwrap();
+        engine.publish(22, 1, 5).unwrap();
+        assert_eq!(
+            read_mow(&engine, 5).unwrap(),
+            vec![(1, 99), (2, 10), (3, 7)]
+        );
+        let files: Vec<String> = std::fs::read_dir(dir.path().join("data/1"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|f| f.ends_with(".dat"))
+            .collect();
+        assert_eq!(files.len(), 4, "{files:?}");
+        assert_eq!(
+            files.iter().filter(|f| f.contains("_v4")).count(),
+            1,
+            "{files:?}"
+        );
+    }
+
     fn rowset(id: &str, start: i64, end: i64, size: u64) -> RowsetMeta {
         RowsetMeta {
             rowset_id: id.into(),

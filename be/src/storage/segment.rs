@@ -104,6 +104,19 @@ pub struct SegmentInfo {
     /// those keys and the segment's own rows, so none of them is visible.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deletes: bool,
+    /// Rows of a partial column update, filled from the tablet as it was
+    /// at a version; publishing re-fills them if later loads wrote their keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<PartialWrite>,
+}
+
+/// How a partial column update's segment was filled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartialWrite {
+    /// The table columns the load gave.
+    pub given: Vec<usize>,
+    /// The tablet version the other columns were read at.
+    pub read_version: i64,
 }
 
 /// Writes `batch` (already sorted by key) as a segment at `path`, crash-safely.
@@ -210,6 +223,7 @@ pub fn write_segment(
         .map_err(|e| TethysError::io(format!("renaming segment {}", path.display()), e))?;
     Ok(SegmentInfo {
         deletes: false,
+        partial: None,
         file: path
             .file_name()
             .and_then(|s| s.to_str())

@@ -27,7 +27,7 @@ use roaring::RoaringBitmap;
 
 use super::delete_bitmap::{DeleteBitmap, KeyCodec, KeyIndex};
 use super::merge::{MergeSpec, combine_sorted};
-use super::segment::{SegmentInfo, write_segment};
+use super::segment::{PartialWrite, Segment, SegmentInfo, write_segment};
 
 const META_MAGIC: &[u8; 4] = b"TMT1";
 const META_FILE: &str = "meta.json";
@@ -503,6 +503,12 @@ impl Tablet {
         ));
         let mut info = write_segment(&seg_path, &meta.schema, &batch)?;
         info.deletes = kind == WriteKind::Deletes;
+        if let WriteKind::Partial(given) = &kind {
+            info.partial = Some(PartialWrite {
+                given: given.clone(),
+                read_version: self.meta().version,
+            });
+        }
         self.remember_keys(&info.file, &batch)?;
         let size = info.size;
         pending.segments.push(info);
@@ -539,8 +545,9 @@ impl Tablet {
             return Ok(());
         }
         let mut superseded = None;
+        let mut refilled = vec![];
         if let Some(p) = &pending {
-            let rowset = RowsetMeta {
+            let mut rowset = RowsetMeta {
                 rowset_id: p.rowset_id.clone(),
                 start_version: version,
                 end_version: version,
@@ -564,6 +571,7 @@ impl Tablet {
                         meta.version + 1
                     )));
                 }
+                refilled = self.refill_partial(m, &meta, &mut rowset, version)?;
                 let found = {
                     let known = lock_r(&m.bitmaps);
                     self.superseded(m, &meta.schema, &meta.rowsets, &rowset, version, &known)?
@@ -588,6 +596,13 @@ impl Tablet {
         if pending.is_some() {
             lock(&self.pending).remove(&txn_id);
             let _ = fs::remove_file(self.dir.join(format!("txn_{txn_id}.json")));
+        }
+        // Segments a re-fill replaced (the pending record named them).
+        for f in refilled {
+            if let Some(m) = &self.mow {
+                lock(&m.keys).remove(&f);
+            }
+            let _ = fs::remove_file(self.dir.join(f));
         }
         Ok(())
     }
@@ -707,6 +722,80 @@ impl Tablet {
             columns[c] = filled;
         }
         Ok(RecordBatch::try_new(schema.arrow_schema(), columns)?)
+    }
+
+    /// Re-fills the partial-update segments of `rowset` (about to be
+    /// published at `version`) whose keys a load published after they were
+    /// filled also wrote: their unmentioned columns must come from that
+    /// newer row. Returns the replaced segment files (removed once the meta
+    /// no longer needs them).
+    fn refill_partial(
+        &self,
+        m: &MergeOnWrite,
+        meta: &TabletMeta,
+        rowset: &mut RowsetMeta,
+        version: i64,
+    ) -> Result<Vec<String>> {
+        let mut replaced = vec![];
+        for j in 0..rowset.segments.len() {
+            let Some(p) = rowset.segments[j].partial.clone() else {
+                continue;
+            };
+            if p.read_version >= meta.version {
+                continue;
+            }
+            let mine = self.key_index(m, &meta.schema, &rowset.segments[j].file)?;
+            let mut conflict = false;
+            for r in meta
+                .rowsets
+                .iter()
+                .filter(|r| r.end_version > p.read_version)
+            {
+                for s in &r.segments {
+                    if !self
+                        .key_index(m, &meta.schema, &s.file)?
+                        .superseded_by(&mine)
+                        .is_empty()
+                    {
+                        conflict = true;
+                    }
+                }
+            }
+            if !conflict {
+                continue;
+            }
+            let old = rowset.segments[j].file.clone();
+            let seg = Segment::open(&self.dir.join(&old), &meta.schema)?;
+            let arrow = meta.schema.arrow_schema();
+            let types: Vec<_> = arrow
+                .fields()
+                .iter()
+                .map(|f| f.data_type().clone())
+                .collect();
+            let pages = (0..seg.num_pages())
+                .map(|pi| {
+                    Ok(RecordBatch::try_new(
+                        arrow.clone(),
+                        seg.read_plain_pages(&types, pi)?,
+                    )?)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let batch = self.fill_unmentioned(concat_batches(&arrow, &pages)?, &p.given)?;
+            let file = format!("{}_{j}_v{version}.dat", rowset.rowset_id);
+            let mut info = write_segment(&self.dir.join(&file), &meta.schema, &batch)?;
+            self.remember_keys(&info.file, &batch)?;
+            info.partial = Some(PartialWrite {
+                given: p.given,
+                read_version: meta.version,
+            });
+            rowset.segments[j] = info;
+            replaced.push(old);
+        }
+        if !replaced.is_empty() {
+            rowset.num_rows = rowset.segments.iter().map(|s| s.num_rows).sum();
+            rowset.data_size = rowset.segments.iter().map(|s| s.size).sum();
+        }
+        Ok(replaced)
     }
 
     /// Caches the key index of a segment being written from its rows (so
