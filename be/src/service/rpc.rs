@@ -92,10 +92,39 @@ impl BackendService for BackendRpc {
     ) -> Result<Response<PublishVersionResponse>, Status> {
         let r = req.into_inner();
         self.blocking(move |b| {
-            for t in r.tablets {
-                b.engine.publish(r.txn_id, t.tablet_id, t.version)?;
+            // Tablets publish independently (each its own meta rewrite and,
+            // for merge-on-write tables, key lookups): a few at a time.
+            let workers = std::thread::available_parallelism()
+                .map_or(1, |n| n.get() * 2)
+                .min(r.tablets.len());
+            if workers <= 1 {
+                for t in &r.tablets {
+                    b.engine.publish(r.txn_id, t.tablet_id, t.version)?;
+                }
+                return Ok(());
             }
-            Ok(())
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..workers)
+                    .map(|_| {
+                        s.spawn(|| -> tethys_common::Result<()> {
+                            loop {
+                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let Some(t) = r.tablets.get(i) else {
+                                    return Ok(());
+                                };
+                                b.engine.publish(r.txn_id, t.tablet_id, t.version)?;
+                            }
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    h.join().map_err(|_| {
+                        tethys_common::TethysError::Internal("a publish thread panicked".into())
+                    })??;
+                }
+                Ok(())
+            })
         })
         .await?;
         Ok(Response::new(PublishVersionResponse {}))

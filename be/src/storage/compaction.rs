@@ -292,6 +292,7 @@ pub fn run(
         segments: out.written.clone(),
         sorted_run: true,
         delete_predicate: None,
+        delete_bitmap: None,
     });
     let promote = match kind {
         CompactionKind::Cumulative => data_size >= promotion_bytes,
@@ -547,6 +548,14 @@ mod tests {
         engine.publish(13, 1, 5).unwrap();
         let v5 = vec![(1, 40), (2, 50), (3, 30), (9, 50)];
         assert_eq!(read_mow(&engine, 5).unwrap(), v5);
+        // A publish keeps its bitmap in the meta (no file of its own), and
+        // it is read back on open.
+        let meta = engine.tablet(1).unwrap().meta();
+        assert!(meta.rowsets.last().unwrap().delete_bitmap.is_some());
+        assert_eq!(meta.delete_bitmap_files, vec!["cmp1.dbm".to_string()]);
+        drop(engine);
+        let engine = StorageEngine::open(dir.path()).unwrap();
+        assert_eq!(read_mow(&engine, 5).unwrap(), v5);
         // A tablet from before delete bitmaps existed builds them on open.
         let meta_path = dir.path().join("data/1/meta.json");
         let mut meta: TabletMeta = crate::storage::tablet::read_json(&meta_path).unwrap();
@@ -628,6 +637,7 @@ mod tests {
             segments: vec![],
             sorted_run: true,
             delete_predicate: None,
+            delete_bitmap: None,
         }
     }
 

@@ -18,6 +18,7 @@
 //! one. Both become part of the tablet only with the meta rewrite, so a
 //! crash leaves an unreferenced file that opening the tablet removes.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -180,6 +181,23 @@ impl DeleteBitmap {
         Ok(out)
     }
 
+    /// The encoded bitmap as base64 text, for keeping it in the JSON meta.
+    pub fn to_text(&self) -> Result<String> {
+        use base64::Engine;
+        Ok(base64::engine::general_purpose::STANDARD.encode(self.encode()?))
+    }
+
+    /// Parses [`DeleteBitmap::to_text`]'s output; `what` names it in errors.
+    pub fn from_text(text: &str, what: &Path) -> Result<DeleteBitmap> {
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| {
+                TethysError::Corruption(format!("delete bitmap {}: {e}", what.display()))
+            })?;
+        DeleteBitmap::decode(&bytes, what)
+    }
+
     /// Writes the bitmap to `path` (temporary file, fsync, rename).
     pub fn write(&self, path: &Path) -> Result<()> {
         write_atomic(path, &self.encode()?)
@@ -218,9 +236,7 @@ impl KeyCodec {
         let columns: Vec<ArrayRef> = (0..self.types.len())
             .map(|k| batch.column(k).clone())
             .collect();
-        Ok(KeyIndex {
-            rows: self.converter.convert_columns(&columns)?,
-        })
+        Ok(self.converter.convert_columns(&columns)?.into())
     }
 
     /// The key index of the segment at `path`: its key columns read page by page.
@@ -231,14 +247,16 @@ impl KeyCodec {
             let columns = seg.read_plain_pages(&self.types, page)?;
             self.converter.append(&mut rows, &columns)?;
         }
-        Ok(KeyIndex { rows })
+        Ok(rows.into())
     }
 }
 
-/// A segment's keys in row order (which is key order).
+/// A segment's keys in row order (which is key order), with each key's
+/// first 16 bytes as a number so most comparisons are one integer compare.
 #[derive(Debug)]
 pub struct KeyIndex {
     rows: Rows,
+    prefixes: Vec<u128>,
 }
 
 impl KeyIndex {
@@ -259,15 +277,24 @@ impl KeyIndex {
 
     /// Bytes the index holds in memory.
     pub fn size(&self) -> usize {
-        self.rows.size()
+        self.rows.size() + self.prefixes.len() * 16
     }
 
-    /// The first row at or after `from` whose key is not below `key`.
-    fn lower_bound(&self, key: Row<'_>, from: usize) -> usize {
+    /// Row `i` here against row `j` of `other` (the same codec): the
+    /// 16-byte prefixes decide all but ties, which compare whole rows.
+    fn cmp_with(&self, i: usize, other: &KeyIndex, j: usize) -> Ordering {
+        match self.prefixes[i].cmp(&other.prefixes[j]) {
+            Ordering::Equal => self.rows.row(i).cmp(&other.rows.row(j)),
+            o => o,
+        }
+    }
+
+    /// The first row at or after `from` whose key is not below row `j` of `other`.
+    fn lower_bound(&self, other: &KeyIndex, j: usize, from: usize) -> usize {
         let (mut lo, mut hi) = (from, self.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.rows.row(mid) < key {
+            if self.cmp_with(mid, other, j) == Ordering::Less {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -276,10 +303,13 @@ impl KeyIndex {
         lo
     }
 
-    /// The row holding `key`, if any.
-    pub fn find(&self, key: Row<'_>) -> Option<u32> {
-        let i = self.lower_bound(key, 0);
-        (i < self.len() && self.rows.row(i) == key).then_some(i as u32)
+    /// The row holding the key of row `j` of `other`, if any.
+    pub fn find(&self, other: &KeyIndex, j: usize) -> Option<u32> {
+        if j >= other.len() {
+            return None;
+        }
+        let i = self.lower_bound(other, j, 0);
+        (i < self.len() && self.cmp_with(i, other, j) == Ordering::Equal).then_some(i as u32)
     }
 
     /// The rows of this segment whose keys `newer` also holds.
@@ -289,21 +319,41 @@ impl KeyIndex {
             return out;
         }
         // Disjoint key ranges: nothing to look up.
-        if newer.key(newer.len() - 1) < self.key(0) || self.key(self.len() - 1) < newer.key(0) {
+        if newer.cmp_with(newer.len() - 1, self, 0) == Ordering::Less
+            || self.cmp_with(self.len() - 1, newer, 0) == Ordering::Less
+        {
             return out;
         }
         // Both sides are sorted: each lookup starts where the last ended.
         let mut from = 0;
-        for i in 0..newer.len() {
-            from = self.lower_bound(newer.key(i), from);
+        for j in 0..newer.len() {
+            from = self.lower_bound(newer, j, from);
             if from >= self.len() {
                 break;
             }
-            if self.rows.row(from) == newer.key(i) {
+            if self.cmp_with(from, newer, j) == Ordering::Equal {
                 out.insert(from as u32);
             }
         }
         out
+    }
+}
+
+/// The first 16 bytes of a row-format key as a big-endian number (shorter
+/// keys padded with zeros): ordered as the bytes are.
+fn prefix(bytes: &[u8]) -> u128 {
+    let mut buf = [0u8; 16];
+    let n = bytes.len().min(16);
+    buf[..n].copy_from_slice(&bytes[..n]);
+    u128::from_be_bytes(buf)
+}
+
+impl From<Rows> for KeyIndex {
+    fn from(rows: Rows) -> KeyIndex {
+        let prefixes = (0..rows.num_rows())
+            .map(|i| prefix(rows.row(i).as_ref()))
+            .collect();
+        KeyIndex { rows, prefixes }
     }
 }
 
@@ -319,7 +369,7 @@ mod tests {
         let rows = conv
             .convert_columns(&[Arc::new(Int64Array::from(keys.to_vec())) as ArrayRef])
             .unwrap();
-        KeyIndex { rows }
+        rows.into()
     }
 
     #[test]
@@ -330,8 +380,26 @@ mod tests {
             old.superseded_by(&new).iter().collect::<Vec<_>>(),
             vec![1, 4]
         );
-        assert_eq!(old.find(new.key(1)), Some(1));
-        assert_eq!(old.find(new.key(2)), None);
+        assert_eq!(old.find(&new, 1), Some(1));
+        assert_eq!(old.find(&new, 2), None);
+        assert_eq!(old.find(&new, 9), None);
+        // Keys longer than the 16-byte prefix compare in full.
+        let conv =
+            RowConverter::new(vec![SortField::new(arrow::datatypes::DataType::Utf8)]).unwrap();
+        let strings = |v: &[&str]| -> KeyIndex {
+            conv.convert_columns(&[
+                Arc::new(arrow::array::StringArray::from(v.to_vec())) as ArrayRef
+            ])
+            .unwrap()
+            .into()
+        };
+        let long = "a".repeat(40);
+        let old = strings(&["", "a", &format!("{long}1"), &format!("{long}2"), "b"]);
+        let new = strings(&["a", &format!("{long}2"), &format!("{long}3")]);
+        assert_eq!(
+            old.superseded_by(&new).iter().collect::<Vec<_>>(),
+            vec![1, 3]
+        );
         assert!(old.superseded_by(&index(&[20, 30])).is_empty());
         assert!(old.superseded_by(&index(&[])).is_empty());
     }
@@ -351,6 +419,11 @@ mod tests {
         let p = dir.path().join("x.dbm");
         b.write(&p).unwrap();
         assert_eq!(DeleteBitmap::read(&p).unwrap(), b);
+        assert_eq!(
+            DeleteBitmap::from_text(&b.to_text().unwrap(), &p).unwrap(),
+            b
+        );
+        assert!(DeleteBitmap::from_text("not base64!", &p).is_err());
         // Every flipped byte is caught.
         let bytes = fs::read(&p).unwrap();
         for i in 0..bytes.len() {

@@ -54,6 +54,11 @@ pub struct RowsetMeta {
     /// A DELETE's version: no rows, a predicate hiding rows of older rowsets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_predicate: Option<DeletePredicate>,
+    /// Merge-on-write tables: the rows this rowset's publish superseded
+    /// (`DeleteBitmap::to_text`), kept in the meta so a publish writes one
+    /// file; a compaction moves them into the tablet's bitmap file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_bitmap: Option<String>,
 }
 
 /// A DELETE's conjunction of conditions.
@@ -334,6 +339,12 @@ impl Tablet {
             for f in &meta.delete_bitmap_files {
                 bitmaps.merge(&DeleteBitmap::read(&dir.join(f))?);
             }
+            for r in &meta.rowsets {
+                if let Some(text) = &r.delete_bitmap {
+                    let what = dir.join(format!("{META_FILE} rowset {}", r.rowset_id));
+                    bitmaps.merge(&DeleteBitmap::from_text(text, &what)?);
+                }
+            }
         }
         let built = meta.delete_bitmaps_built;
         let tablet = Tablet {
@@ -557,6 +568,7 @@ impl Tablet {
                 segments: p.segments.clone(),
                 sorted_run: p.segments.len() <= 1,
                 delete_predicate: p.delete_predicate.clone(),
+                delete_bitmap: None,
             };
             if let Some(m) = &self.mow
                 && !rowset.segments.is_empty()
@@ -577,9 +589,7 @@ impl Tablet {
                     self.superseded(m, &meta.schema, &meta.rowsets, &rowset, version, &known)?
                 };
                 if !found.is_empty() {
-                    let file = format!("{}.dbm", rowset.rowset_id);
-                    found.write(&self.dir.join(&file))?;
-                    meta.delete_bitmap_files.push(file);
+                    rowset.delete_bitmap = Some(found.to_text()?);
                     superseded = Some(found);
                 }
             }
@@ -658,7 +668,7 @@ impl Tablet {
                     if *f {
                         continue;
                     }
-                    if let Some(x) = index.find(keys.key(i))
+                    if let Some(x) = index.find(&keys, i)
                         && !gone.as_ref().is_some_and(|g| g.contains(x))
                     {
                         *f = true;
@@ -891,6 +901,9 @@ impl Tablet {
             all.write(&self.dir.join(&file))?;
             meta.delete_bitmap_files.push(file);
         }
+        for r in &mut meta.rowsets {
+            r.delete_bitmap = None;
+        }
         meta.delete_bitmaps_built = true;
         write_json(&self.dir.join(META_FILE), &meta)?;
         for f in old_files {
@@ -1121,7 +1134,7 @@ impl Tablet {
             meta.cumulative_point = meta.cumulative_point.max(end + 1);
         }
         // Merge-on-write: one bitmap file of the live rowsets' entries
-        // replaces the tablet's others.
+        // replaces the tablet's others and the bitmaps kept in rowsets.
         let mut old_files = vec![];
         if let (Some(m), Some(carried)) = (&self.mow, &carried) {
             let mut keep = lock_r(&m.bitmaps).clone();
@@ -1137,6 +1150,10 @@ impl Tablet {
                 };
                 keep.write(&self.dir.join(&name))?;
                 meta.delete_bitmap_files.push(name);
+            }
+            // The file holds what the rowsets' own bitmaps held.
+            for r in &mut meta.rowsets {
+                r.delete_bitmap = None;
             }
         }
         write_json(&self.dir.join(META_FILE), &meta)?;
@@ -1209,9 +1226,8 @@ impl Tablet {
                                 keys.len()
                             )));
                         }
-                        let key = keys.key(x as usize);
                         for (oi, t) in targets.iter().enumerate() {
-                            if let Some(row) = t.find(key) {
+                            if let Some(row) = t.find(&keys, x as usize) {
                                 out.insert(&o.rowset_id, oi as u32, v, row);
                                 break;
                             }
