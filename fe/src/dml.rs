@@ -2,9 +2,10 @@
 //!
 //! On a merge-on-write UNIQUE table `DELETE FROM t WHERE ...` loads the rows
 //! it matches back as deletes of their keys (delete bitmaps on the
-//! backends), so any condition works. Elsewhere it is Doris' delete
-//! predicate: a transaction that
-//! publishes a new version on every tablet of the chosen partitions holding
+//! backends), so any condition works; a PARTITION clause adds the
+//! partitions' ranges. Elsewhere it is Doris' delete predicate: a
+//! transaction that publishes a new version on every tablet of the chosen
+//! partitions holding
 //! only the condition (a conjunction of simple comparisons); backends hide
 //! the older rows it holds for and compaction later removes them. On
 //! AGGREGATE and UNIQUE tables the conditions may name key columns only, as
@@ -225,26 +226,75 @@ pub async fn delete(
     })
 }
 
-/// A DELETE on a merge-on-write UNIQUE table without a PARTITION clause, as
-/// the INSERT ... SELECT that loads the matching rows back as deletes of
-/// their keys (the INSERT runs with `StatementCtx::delete_rows`). Any
-/// condition a SELECT takes works, value columns included. `None` for
-/// other tables (and with PARTITION, where a delete predicate on key
-/// columns still serves).
+/// A DELETE on a merge-on-write UNIQUE table, as the INSERT ... SELECT that
+/// loads the matching rows back as deletes of their keys (the INSERT runs
+/// with `StatementCtx::delete_rows`). Any condition a SELECT takes works,
+/// value columns included; a PARTITION clause becomes the partitions'
+/// ranges on the partition column. `None` for other tables.
 pub fn delete_as_insert(
     db: &str,
     table: &Table,
     partitions: &[String],
     condition: &str,
-) -> Option<String> {
+) -> Result<Option<String>> {
     let s = &table.schema;
-    if s.keys_type != KeysType::Unique || !s.merge_on_write || !partitions.is_empty() {
-        return None;
+    if s.keys_type != KeysType::Unique || !s.merge_on_write {
+        return Ok(None);
     }
-    Some(format!(
-        "INSERT INTO `{db}`.`{t}` SELECT * FROM `{db}`.`{t}` WHERE {condition}",
+    let mut select = format!(
+        "INSERT INTO `{db}`.`{t}` SELECT * FROM `{db}`.`{t}` WHERE ({condition})",
         t = table.name
-    ))
+    );
+    if !partitions.is_empty() {
+        let mut ranges = vec![];
+        for name in partitions {
+            let p = table.partition(name).ok_or_else(|| {
+                TethysError::Analysis(format!(
+                    "Partition {name} does not exist in table {}",
+                    table.name
+                ))
+            })?;
+            ranges.push(partition_filter(table, p));
+        }
+        select.push_str(&format!(" AND ({})", ranges.join(" OR ")));
+    }
+    Ok(Some(select))
+}
+
+/// The rows of partition `p` as a SQL condition on the partition column.
+fn partition_filter(table: &Table, p: &crate::catalog::Partition) -> String {
+    use crate::catalog::Bound;
+    let (Some(col), Some((lo, hi))) = (&table.partition_column, &p.range) else {
+        return "TRUE".into();
+    };
+    let Some(ty) = table
+        .schema
+        .index_of(col)
+        .map(|i| table.schema.columns[i].column_type)
+    else {
+        return "TRUE".into();
+    };
+    let literal = |b: &Bound| match (b, &ty) {
+        (Bound::Value(v), tethys_common::types::ColumnType::DateTime { .. }) => {
+            chrono::DateTime::<chrono::Utc>::from_timestamp_micros(*v as i64)
+                .map(|d| format!("'{}'", d.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f")))
+                .unwrap_or_default()
+        }
+        (b, tethys_common::types::ColumnType::Date) => format!("'{}'", b.display(&ty)),
+        (b, _) => b.display(&ty),
+    };
+    let mut conds = vec![];
+    if !matches!(lo, Bound::Min) {
+        conds.push(format!("`{col}` >= {}", literal(lo)));
+    }
+    if !matches!(hi, Bound::Max) {
+        conds.push(format!("`{col}` < {}", literal(hi)));
+    }
+    if conds.is_empty() {
+        "TRUE".into()
+    } else {
+        conds.join(" AND ")
+    }
 }
 
 /// `UPDATE t SET c = expr, ... [WHERE cond]` on a UNIQUE table, as the

@@ -199,7 +199,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
             let t = table_snapshot(fe, &db, &table)?;
             // Merge-on-write UNIQUE tables delete rows by key: the matching
             // rows are loaded back as deletes of their keys.
-            if let Some(insert) = crate::dml::delete_as_insert(&db, &t, &partitions, &condition) {
+            if let Some(insert) = crate::dml::delete_as_insert(&db, &t, &partitions, &condition)? {
                 return run_query_as(fe, session, &insert, None, true).await;
             }
             let d = crate::dml::delete(fe, &db, &t, &partitions, &condition).await?;
