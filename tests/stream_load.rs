@@ -787,6 +787,28 @@ async fn aggregate_and_unique_tables_combine_loaded_rows() {
         .await
         .expect("rows after reload");
     assert_eq!(uniq, vec![(2, "e".into(), 0), (3, "g".into(), 4)]);
+    // A delete file needs only the keys, even with NOT NULL value columns.
+    c.query_drop(
+        "CREATE TABLE ld.nn (id INT NOT NULL, name VARCHAR(8) NOT NULL, d DATE NOT NULL) \
+         UNIQUE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1",
+    )
+    .await
+    .expect("not-null table");
+    let full = f.file("nn.csv", "1,a,2026-01-01\n2,b,2026-01-02\n");
+    let body = f
+        .server
+        .stream_load("ld", "nn", &full, &["column_separator:,"]);
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    let keys = f.file("nnk.csv", "1\n");
+    let body = f
+        .server
+        .stream_load("ld", "nn", &keys, &["columns: id", "merge_type: DELETE"]);
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    let left: Vec<(i32, String)> = c
+        .query("SELECT id, name FROM ld.nn ORDER BY id")
+        .await
+        .expect("rows after key-only delete");
+    assert_eq!(left, vec![(2, "b".into())]);
     // Other models have no delete bitmaps: a clear error, nothing loaded.
     let body = f.server.stream_load(
         "ld",

@@ -25,6 +25,18 @@ enum Target {
     Default(Option<String>),
 }
 
+/// A text every value of `t` casts from (the stand-in for columns a key
+/// delete does not give).
+fn filler_text(t: &ColumnType) -> &'static str {
+    match t {
+        ColumnType::Boolean => "false",
+        ColumnType::Date => "1970-01-01",
+        ColumnType::DateTime { .. } => "1970-01-01 00:00:00",
+        ColumnType::Char(_) | ColumnType::Varchar(_) | ColumnType::String => "",
+        _ => "0",
+    }
+}
+
 /// Converts source rows of one load.
 pub struct Converter {
     schema: TableSchema,
@@ -83,6 +95,7 @@ impl Converter {
         defaults: Vec<Option<String>>,
         strict: bool,
         partial: bool,
+        deletes: bool,
     ) -> Result<Self> {
         let mut fields = vec![];
         for (i, name) in spec.names.iter().enumerate() {
@@ -113,7 +126,12 @@ impl Converter {
                 (Some(bytes), _) => Target::Expr(decode_expr(bytes, &source_schema, &task)?),
                 (None, Some(si)) => Target::Source(si),
                 (None, None) => {
-                    let d = defaults.get(ci).cloned().flatten();
+                    let mut d = defaults.get(ci).cloned().flatten();
+                    // Rows that delete their keys need only the keys: any
+                    // value of the type stands in for the rest.
+                    if deletes && d.is_none() && !c.nullable {
+                        d = Some(filler_text(&c.column_type).to_string());
+                    }
                     if d.is_none() && !c.nullable && !partial {
                         return Err(TethysError::Analysis(format!(
                             "Column '{}' is NOT NULL without a default and is missing from the load",
@@ -471,7 +489,8 @@ mod tests {
             column_exprs: vec![],
             where_expr: vec![],
         };
-        let conv = Converter::new(schema(), &spec, vec![None, None, None], false, false).unwrap();
+        let conv =
+            Converter::new(schema(), &spec, vec![None, None, None], false, false, false).unwrap();
         let out = conv
             .convert(&rows(&[
                 &[Some("1"), Some("ab"), Some("2026-08-01")],
@@ -492,7 +511,8 @@ mod tests {
         }));
         assert!(out.errors.iter().any(|e| e.0.contains("too long")));
         assert!(out.errors.iter().any(|e| e.0.contains("NOT NULL")));
-        let strict = Converter::new(schema(), &spec, vec![None, None, None], true, false).unwrap();
+        let strict =
+            Converter::new(schema(), &spec, vec![None, None, None], true, false, false).unwrap();
         let out = strict
             .convert(&rows(&[&[Some("5"), Some("a"), Some("not a date")]]))
             .unwrap();
@@ -504,6 +524,6 @@ mod tests {
             column_exprs: vec![],
             where_expr: vec![],
         };
-        assert!(Converter::new(schema(), &missing_id, vec![], false, false).is_err());
+        assert!(Converter::new(schema(), &missing_id, vec![], false, false, false).is_err());
     }
 }

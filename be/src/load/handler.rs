@@ -503,6 +503,7 @@ async fn run_load(
         defaults,
         opts.strict_mode,
         opts.partial_columns,
+        opts.delete_rows,
     )?;
     let mut sink = sink;
     if opts.partial_columns
