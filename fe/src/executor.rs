@@ -931,6 +931,7 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
         runtime_filter_wait_ms: session.vars.runtime_filter_wait_ms(),
         delete_rows: false,
         partial_columns: vec![],
+        partial_strict: false,
     }
 }
 
@@ -961,6 +962,10 @@ async fn run_query_as(
         .is_some_and(|v| v == "true")
     {
         ctx_of_stmt.partial_columns = partial_update_columns(fe, session, &parsed)?;
+        ctx_of_stmt.partial_strict = session
+            .vars
+            .get("enable_insert_strict")
+            .is_none_or(|v| v == "true");
     }
     // Group commit takes INSERT ... VALUES without a label, as in Doris.
     if ctx_of_stmt.label.is_none()

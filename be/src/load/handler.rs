@@ -510,6 +510,7 @@ async fn run_load(
         && let Sink::Tablets(w) = &mut sink
     {
         w.rows.partial_columns = converter.partial_columns();
+        w.rows.partial_strict = opts.strict_mode;
     }
     let mut load = Load {
         sink,

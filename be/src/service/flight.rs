@@ -63,7 +63,8 @@ async fn flush(
             b.engine.write_deletes(txn, tablet, &batches)
         } else if !wr.partial_columns.is_empty() {
             let given: Vec<usize> = wr.partial_columns.iter().map(|&c| c as usize).collect();
-            b.engine.write_partial(txn, tablet, &batches, &given)
+            b.engine
+                .write_partial(txn, tablet, &batches, &given, wr.partial_strict)
         } else {
             b.engine.write(txn, tablet, &batches)
         }

@@ -594,7 +594,7 @@ mod tests {
         )
         .unwrap();
         engine
-            .write_partial(20, 1, &[placeholders.clone()], &[0])
+            .write_partial(20, 1, &[placeholders.clone()], &[0], false)
             .unwrap();
         // Meanwhile a load of key 1 is published first.
         engine.write(21, 1, &[rows(&[1], 99)]).unwrap();
@@ -607,7 +607,15 @@ mod tests {
             vec![(1, 99), (2, 10), (3, 7)]
         );
         // Without a conflict nothing is rewritten.
-        engine.write_partial(22, 1, &[placeholders], &[0]).unwrap();
+        // Strict mode refuses a new key; keys 1-3 all exist by now.
+        let e = engine
+            .write_partial(23, 1, &[rows(&[4], 1)], &[0], true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot insert the new key (4)"), "{e}");
+        engine
+            .write_partial(22, 1, &[placeholders], &[0], true)
+            .unwrap();
         engine.publish(22, 1, 5).unwrap();
         assert_eq!(
             read_mow(&engine, 5).unwrap(),

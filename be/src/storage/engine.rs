@@ -313,11 +313,17 @@ impl StorageEngine {
         tablet_id: i64,
         batches: &[RecordBatch],
         given: &[usize],
+        strict: bool,
     ) -> Result<u64> {
         let t = self.tablet(tablet_id)?;
-        t.write_partial(txn_id, batches, given, self.max_tablet_versions, || {
-            self.next_rowset_id(&format!("t{txn_id}"))
-        })
+        t.write_partial(
+            txn_id,
+            batches,
+            given,
+            strict,
+            self.max_tablet_versions,
+            || self.next_rowset_id(&format!("t{txn_id}")),
+        )
     }
 
     /// Records a DELETE's predicate on tablets as pending data of a transaction.

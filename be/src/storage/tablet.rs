@@ -170,8 +170,9 @@ enum WriteKind {
     Rows,
     /// Rows deleting their keys.
     Deletes,
-    /// A partial column update giving these table columns.
-    Partial(Vec<usize>),
+    /// A partial column update giving these table columns; strict: new
+    /// keys are refused.
+    Partial(Vec<usize>, bool),
 }
 
 /// The in-memory state of a merge-on-write tablet.
@@ -392,12 +393,14 @@ impl Tablet {
     /// Writes rows of a partial column update: only the table columns
     /// `given` carry values; each row's other columns are taken from the
     /// key's current row, or for a new key are the placeholders sent (the
-    /// column's default, or NULL). Merge-on-write tables only.
+    /// column's default, or NULL); with `strict` a new key fails the write.
+    /// Merge-on-write tables only.
     pub fn write_partial(
         &self,
         txn_id: i64,
         batches: &[RecordBatch],
         given: &[usize],
+        strict: bool,
         max_versions: usize,
         rowset_id: impl FnOnce() -> String,
     ) -> Result<u64> {
@@ -418,7 +421,7 @@ impl Tablet {
         self.write_as(
             txn_id,
             batches,
-            WriteKind::Partial(given.to_vec()),
+            WriteKind::Partial(given.to_vec(), strict),
             max_versions,
             rowset_id,
         )
@@ -456,7 +459,7 @@ impl Tablet {
         let schema = match &kind {
             // Columns a partial update does not give may hold NULL
             // placeholders until they are filled.
-            WriteKind::Partial(given) => Arc::new(arrow::datatypes::Schema::new(
+            WriteKind::Partial(given, _) => Arc::new(arrow::datatypes::Schema::new(
                 meta.schema
                     .arrow_schema()
                     .fields()
@@ -495,7 +498,7 @@ impl Tablet {
         let batch = sort_by_key(&batch, &meta.schema)?;
         let _g = lock(&self.write_lock);
         let batch = match &kind {
-            WriteKind::Partial(given) => self.fill_unmentioned(batch, given)?,
+            WriteKind::Partial(given, strict) => self.fill_unmentioned(batch, given, *strict)?,
             _ => batch,
         };
         let mut pending = lock(&self.pending)
@@ -514,7 +517,7 @@ impl Tablet {
         ));
         let mut info = write_segment(&seg_path, &meta.schema, &batch)?;
         info.deletes = kind == WriteKind::Deletes;
-        if let WriteKind::Partial(given) = &kind {
+        if let WriteKind::Partial(given, _) = &kind {
             info.partial = Some(PartialWrite {
                 given: given.clone(),
                 read_version: self.meta().version,
@@ -621,7 +624,12 @@ impl Tablet {
     /// current row (the live row of the newest version: merge-on-write keeps
     /// one per key); rows of new keys keep their placeholders, which must
     /// not be NULL for a NOT NULL column. Runs under the write lock.
-    fn fill_unmentioned(&self, batch: RecordBatch, given: &[usize]) -> Result<RecordBatch> {
+    fn fill_unmentioned(
+        &self,
+        batch: RecordBatch,
+        given: &[usize],
+        strict: bool,
+    ) -> Result<RecordBatch> {
         let Some(m) = &self.mow else {
             return Ok(batch);
         };
@@ -716,6 +724,19 @@ impl Tablet {
             }
         }
         drop(bitmaps);
+        if strict && let Some(i) = found.iter().position(|f| !f) {
+            let key: Vec<String> = (0..schema.num_key_columns)
+                .map(|k| {
+                    arrow::util::display::array_value_to_string(batch.column(k), i)
+                        .unwrap_or_default()
+                })
+                .collect();
+            return Err(TethysError::DataQuality(format!(
+                "Insert has filtered data in strict mode: a partial column update cannot insert the new key ({}); \
+                 SET enable_insert_strict = false (Stream Load: strict_mode false) inserts new keys with the columns' defaults",
+                key.join(", ")
+            )));
+        }
         let mut columns = batch.columns().to_vec();
         for (mi, &c) in missing.iter().enumerate() {
             let refs: Vec<&dyn arrow::array::Array> =
@@ -790,7 +811,8 @@ impl Tablet {
                     )?)
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let batch = self.fill_unmentioned(concat_batches(&arrow, &pages)?, &p.given)?;
+            // Keys the first fill found stay found; new ones were allowed then.
+            let batch = self.fill_unmentioned(concat_batches(&arrow, &pages)?, &p.given, false)?;
             let file = format!("{}_{j}_v{version}.dat", rowset.rowset_id);
             let mut info = write_segment(&self.dir.join(&file), &meta.schema, &batch)?;
             self.remember_keys(&info.file, &batch)?;

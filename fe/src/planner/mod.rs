@@ -68,6 +68,8 @@ pub struct StatementCtx {
     /// A partial column update (`SET enable_unique_key_partial_update =
     /// true` and an INSERT column list): the table columns it gives.
     pub partial_columns: Vec<u32>,
+    /// `enable_insert_strict` for a partial update: new keys are refused.
+    pub partial_strict: bool,
 }
 
 /// DataFusion's physical optimizer rules with Tethys' own: colocated

@@ -160,6 +160,7 @@ impl OlapSink {
                 &tethys_proto::WriteRequest {
                     delete_rows: self.stmt.delete_rows,
                     partial_columns: self.stmt.partial_columns.clone(),
+                    partial_strict: self.stmt.partial_strict,
                     ..Default::default()
                 },
             )
