@@ -133,6 +133,23 @@ pub fn resolve_db(session_db: &Option<String>, db: &Option<String>) -> Result<St
         .ok_or(TethysError::NoDatabaseSelected)
 }
 
+/// The database and table a statement names (`t` or `db.t`).
+pub fn table_name_of(
+    name: &datafusion::sql::sqlparser::ast::ObjectName,
+    session_db: &Option<String>,
+) -> Result<(String, String)> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
+        .collect();
+    match parts.as_slice() {
+        [t] => Ok((resolve_db(session_db, &None)?, t.clone())),
+        [d, t] => Ok((d.clone(), t.clone())),
+        _ => Err(TethysError::Syntax(format!("bad table name {name}"))),
+    }
+}
+
 /// CREATE DATABASE.
 pub fn create_database(fe: &Arc<Frontend>, name: &str, if_not_exists: bool) -> Result<()> {
     if name.eq_ignore_ascii_case("information_schema") {
@@ -722,12 +739,7 @@ pub async fn truncate_table(
     let (table, old, new) = fe.catalog.mutate(|state, ids| {
         let (d, t) = find_table(state, &db, name)?;
         for p in only {
-            if t.partition(p).is_none() {
-                return Err(TethysError::Analysis(format!(
-                    "Partition {p} does not exist in table {}",
-                    t.name
-                )));
-            }
+            t.existing_partition(p)?;
         }
         let mut parts = vec![];
         let mut old = vec![];

@@ -177,12 +177,7 @@ pub async fn delete(
 ) -> Result<Deleted> {
     let conds = delete_conditions(condition, &table.schema)?;
     for p in partitions {
-        if table.partition(p).is_none() {
-            return Err(TethysError::Analysis(format!(
-                "Partition {p} does not exist in table {}",
-                table.name
-            )));
-        }
+        table.existing_partition(p)?;
     }
     let chosen: Vec<_> = table
         .partitions
@@ -248,13 +243,7 @@ pub fn delete_as_insert(
     if !partitions.is_empty() {
         let mut ranges = vec![];
         for name in partitions {
-            let p = table.partition(name).ok_or_else(|| {
-                TethysError::Analysis(format!(
-                    "Partition {name} does not exist in table {}",
-                    table.name
-                ))
-            })?;
-            ranges.push(partition_filter(table, p));
+            ranges.push(partition_filter(table, table.existing_partition(name)?));
         }
         select.push_str(&format!(" AND ({})", ranges.join(" OR ")));
     }
@@ -318,16 +307,7 @@ pub fn update_as_insert(sql: &str, session_db: &Option<String>, fe: &Frontend) -
     let TableFactor::Table { name, alias, .. } = &u.table.relation else {
         return Err(TethysError::Syntax("UPDATE needs a table name".into()));
     };
-    let parts: Vec<String> = name
-        .0
-        .iter()
-        .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
-        .collect();
-    let (db, tname) = match parts.as_slice() {
-        [t] => (crate::ddl::resolve_db(session_db, &None)?, t.clone()),
-        [d, t] => (d.clone(), t.clone()),
-        _ => return Err(TethysError::Syntax(format!("bad table name {name}"))),
-    };
+    let (db, tname) = crate::ddl::table_name_of(name, session_db)?;
     let table = {
         let state = fe.catalog.read();
         state

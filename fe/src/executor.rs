@@ -223,13 +223,8 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         } => {
             let db = ddl::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
-            if let Some(p) = &partition
-                && t.partition(p).is_none()
-            {
-                return Err(TethysError::Analysis(format!(
-                    "Partition {p} does not exist in table {}",
-                    t.name
-                )));
+            if let Some(p) = &partition {
+                t.existing_partition(p)?;
             }
             let tablets: Vec<_> = t
                 .partitions
@@ -469,10 +464,8 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         Statement::ShowTablets { db, table, partition } => {
             let db = ddl::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
-            if let Some(p) = &partition
-                && t.partition(p).is_none()
-            {
-                return Err(TethysError::Analysis(format!("Partition {p} does not exist in table {}", t.name)));
+            if let Some(p) = &partition {
+                t.existing_partition(p)?;
             }
             let stats = tablet_stats(fe, &t).await?;
             let backends = fe.catalog.read().backends.clone();
@@ -876,15 +869,11 @@ fn partial_update_columns(
     let TableObject::TableName(name) = &ins.table else {
         return Ok(vec![]);
     };
-    let parts: Vec<String> = name
-        .0
-        .iter()
-        .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
-        .collect();
-    let (db, tname) = match parts.as_slice() {
-        [t] => (ddl::resolve_db(&session.database, &None)?, t.clone()),
-        [d, t] => (d.clone(), t.clone()),
-        _ => return Ok(vec![]),
+    let (db, tname) = match ddl::table_name_of(name, &session.database) {
+        Ok(n) => n,
+        // A name of another shape is the planner's to refuse.
+        Err(TethysError::Syntax(_)) => return Ok(vec![]),
+        Err(e) => return Err(e),
     };
     let Ok(t) = table_snapshot(fe, &db, &tname) else {
         return Ok(vec![]);

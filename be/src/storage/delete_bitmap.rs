@@ -24,7 +24,7 @@ use std::fs;
 use std::path::Path;
 
 use arrow::array::ArrayRef;
-use arrow::row::{Row, RowConverter, Rows, SortField};
+use arrow::row::{RowConverter, Rows, SortField};
 use roaring::RoaringBitmap;
 use tethys_common::fsutil::write_atomic;
 use tethys_common::schema::TableSchema;
@@ -268,16 +268,6 @@ impl KeyIndex {
     /// Whether the segment is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// The key of row `i`.
-    pub fn key(&self, i: usize) -> Row<'_> {
-        self.rows.row(i)
-    }
-
-    /// Bytes the index holds in memory.
-    pub fn size(&self) -> usize {
-        self.rows.size() + self.prefixes.len() * 16
     }
 
     /// Row `i` here against row `j` of `other` (the same codec): the

@@ -497,8 +497,23 @@ impl Tablet {
         }
         let batch = sort_by_key(&batch, &meta.schema)?;
         let _g = lock(&self.write_lock);
-        let batch = match &kind {
-            WriteKind::Partial(given, strict) => self.fill_unmentioned(batch, given, *strict)?,
+        // Merge-on-write: the key index of these rows, for a partial
+        // update's lookups and for the publish's.
+        let keys = match &self.mow {
+            Some(m) => Some(Arc::new(m.codec.index_of_batch(&batch)?)),
+            None => None,
+        };
+        let mut partial = None;
+        let batch = match (&kind, &keys) {
+            (WriteKind::Partial(given, strict), Some(keys)) => {
+                // Read under the write lock: no publish moves it meanwhile.
+                let current = self.meta();
+                partial = Some(PartialWrite {
+                    given: given.clone(),
+                    read_version: current.version,
+                });
+                self.fill_unmentioned(&current, batch, keys, given, *strict)?
+            }
             _ => batch,
         };
         let mut pending = lock(&self.pending)
@@ -517,13 +532,10 @@ impl Tablet {
         ));
         let mut info = write_segment(&seg_path, &meta.schema, &batch)?;
         info.deletes = kind == WriteKind::Deletes;
-        if let WriteKind::Partial(given, _) = &kind {
-            info.partial = Some(PartialWrite {
-                given: given.clone(),
-                read_version: self.meta().version,
-            });
+        info.partial = partial;
+        if let (Some(m), Some(keys)) = (&self.mow, keys) {
+            lock(&m.keys).insert(info.file.clone(), keys);
         }
-        self.remember_keys(&info.file, &batch)?;
         let size = info.size;
         pending.segments.push(info);
         write_json(&self.dir.join(format!("txn_{txn_id}.json")), &pending)?;
@@ -626,14 +638,15 @@ impl Tablet {
     /// not be NULL for a NOT NULL column. Runs under the write lock.
     fn fill_unmentioned(
         &self,
+        meta: &TabletMeta,
         batch: RecordBatch,
+        keys: &KeyIndex,
         given: &[usize],
         strict: bool,
     ) -> Result<RecordBatch> {
         let Some(m) = &self.mow else {
             return Ok(batch);
         };
-        let meta = self.meta();
         let schema = &meta.schema;
         let missing: Vec<usize> = (0..schema.columns.len())
             .filter(|c| !given.contains(c))
@@ -645,7 +658,6 @@ impl Tablet {
                 batch.columns().to_vec(),
             )?);
         }
-        let keys = m.codec.index_of_batch(&batch)?;
         let types: Vec<arrow::datatypes::DataType> = schema
             .arrow_schema()
             .fields()
@@ -676,7 +688,7 @@ impl Tablet {
                     if *f {
                         continue;
                     }
-                    if let Some(x) = index.find(&keys, i)
+                    if let Some(x) = index.find(keys, i)
                         && !gone.as_ref().is_some_and(|g| g.contains(x))
                     {
                         *f = true;
@@ -777,7 +789,7 @@ impl Tablet {
             }
             let mine = self.key_index(m, &meta.schema, &rowset.segments[j].file)?;
             let mut conflict = false;
-            for r in meta
+            'newer: for r in meta
                 .rowsets
                 .iter()
                 .filter(|r| r.end_version > p.read_version)
@@ -789,6 +801,7 @@ impl Tablet {
                         .is_empty()
                     {
                         conflict = true;
+                        break 'newer;
                     }
                 }
             }
@@ -812,10 +825,12 @@ impl Tablet {
                 })
                 .collect::<Result<Vec<_>>>()?;
             // Keys the first fill found stay found; new ones were allowed then.
-            let batch = self.fill_unmentioned(concat_batches(&arrow, &pages)?, &p.given, false)?;
+            let batch = concat_batches(&arrow, &pages)?;
+            let batch = self.fill_unmentioned(meta, batch, &mine, &p.given, false)?;
             let file = format!("{}_{j}_v{version}.dat", rowset.rowset_id);
             let mut info = write_segment(&self.dir.join(&file), &meta.schema, &batch)?;
-            self.remember_keys(&info.file, &batch)?;
+            // Same keys, same order: the old segment's index serves.
+            lock(&m.keys).insert(info.file.clone(), mine);
             info.partial = Some(PartialWrite {
                 given: p.given,
                 read_version: meta.version,

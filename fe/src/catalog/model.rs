@@ -192,6 +192,17 @@ impl Table {
             .find(|p| p.name.eq_ignore_ascii_case(name))
     }
 
+    /// Partition `name`, or Doris' error for a statement naming one the
+    /// table does not have.
+    pub fn existing_partition(&self, name: &str) -> Result<&Partition> {
+        self.partition(name).ok_or_else(|| {
+            TethysError::Analysis(format!(
+                "Partition {name} does not exist in table {}",
+                self.name
+            ))
+        })
+    }
+
     /// The row router of this table (shared with Stream Load coordinators).
     pub fn router(&self) -> tethys_common::routing::Router {
         use tethys_common::routing::{BucketRule, PartitionRoute, Router};
