@@ -863,3 +863,77 @@ async fn aggregate_and_unique_tables_combine_loaded_rows() {
         ]
     );
 }
+
+#[tokio::test]
+async fn bitmap_and_hll_columns_load_through_the_columns_header() {
+    let f = Fixture::new().await;
+    let mut c = Conn::new(f.server.opts()).await.expect("connect");
+    c.query_drop(
+        "CREATE TABLE ld.uv (dt DATE NOT NULL, page VARCHAR(8) NOT NULL, pv BIGINT SUM NOT NULL, \
+         uv BITMAP BITMAP_UNION NOT NULL, users HLL HLL_UNION NOT NULL) AGGREGATE KEY(dt, page) \
+         DISTRIBUTED BY HASH(page) BUCKETS 2",
+    )
+    .await
+    .expect("table");
+    // Doris' form: the file's user id feeds pv, the bitmap and the sketch.
+    let headers = [
+        "column_separator:,",
+        "columns: dt, page, user_id, pv = 1, uv = to_bitmap(user_id), users = hll_hash(user_id)",
+    ];
+    let first = f.file(
+        "a.csv",
+        "2026-08-01,home,7\n2026-08-01,home,7\n2026-08-01,home,8\n2026-08-01,cart,9\n",
+    );
+    let second = f.file("b.csv", "2026-08-01,home,10\n2026-08-02,home,7\n");
+    for file in [&first, &second] {
+        let body = f.server.stream_load("ld", "uv", file, &headers);
+        assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    }
+    let rows: Vec<(String, String, i64, String, i64, i64)> = c
+        .query(
+            "SELECT CAST(dt AS CHAR), page, pv, bitmap_to_string(uv), bitmap_count(uv), \
+             hll_cardinality(users) FROM ld.uv ORDER BY dt, page",
+        )
+        .await
+        .expect("rows");
+    assert_eq!(
+        rows,
+        vec![
+            ("2026-08-01".into(), "cart".into(), 1, "9".into(), 1, 1),
+            ("2026-08-01".into(), "home".into(), 4, "7,8,10".into(), 3, 3),
+            ("2026-08-02".into(), "home".into(), 1, "7".into(), 1, 1),
+        ]
+    );
+    let (bm, hll): (i64, i64) = c
+        .query_first("SELECT bitmap_union_count(uv), hll_union_agg(users) FROM ld.uv")
+        .await
+        .expect("union")
+        .expect("a row");
+    assert_eq!((bm, hll), (4, 4));
+    // A user id that is not an unsigned integer makes a NULL bitmap, which a
+    // NOT NULL column filters; raw text for a BITMAP column is not a bitmap.
+    let bad = f.file("c.csv", "2026-08-03,home,-5\n2026-08-03,home,11\n");
+    let body = f.server.stream_load(
+        "ld",
+        "uv",
+        &bad,
+        &[headers[0], headers[1], "max_filter_ratio: 0.5"],
+    );
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 1, "{body}");
+    assert_eq!(json_field(&body, "NumberFilteredRows"), 1, "{body}");
+    let raw = f.file("d.csv", "2026-08-04,home,1,5,5\n");
+    let body = f
+        .server
+        .stream_load("ld", "uv", &raw, &["column_separator:,"]);
+    assert_eq!(json_field(&body, "Status"), "Fail", "{body}");
+    let url = json_field(&body, "ErrorURL");
+    let url = url.as_str().expect("error url");
+    let (_, log) = curl(&["-s", url]);
+    assert!(
+        log.contains(
+            "column_name[uv] is BITMAP: its value must be made in the columns header by to_bitmap()"
+        ),
+        "{log}"
+    );
+}

@@ -34,6 +34,13 @@ pub enum ColumnType {
     Char(u32),
     Varchar(u32),
     String,
+    /// A set of unsigned 64-bit integers (roaring), the value type of
+    /// BITMAP_UNION columns; carried in Arrow as `Binary` (see
+    /// `functions::bitmap`).
+    Bitmap,
+    /// A HyperLogLog sketch, the value type of HLL_UNION columns; carried in
+    /// Arrow as `Binary` (see `functions::hll`).
+    Hll,
 }
 
 impl ColumnType {
@@ -104,6 +111,8 @@ impl ColumnType {
                 Ok(ColumnType::Varchar(n as u32))
             }
             "string" | "text" => no_args(ColumnType::String),
+            "bitmap" => no_args(ColumnType::Bitmap),
+            "hll" => no_args(ColumnType::Hll),
             _ => Err(TethysError::NotSupported(format!(
                 "column type {} is not supported yet",
                 name.to_uppercase()
@@ -153,6 +162,8 @@ impl ColumnType {
             ColumnType::Char(n) => format!("char({n})"),
             ColumnType::Varchar(n) => format!("varchar({n})"),
             ColumnType::String => "text".into(),
+            ColumnType::Bitmap => "bitmap".into(),
+            ColumnType::Hll => "hll".into(),
         }
     }
 
@@ -182,6 +193,7 @@ impl ColumnType {
             ColumnType::Date => DataType::Date32,
             ColumnType::DateTime { .. } => DataType::Timestamp(TimeUnit::Microsecond, None),
             ColumnType::Char(_) | ColumnType::Varchar(_) | ColumnType::String => DataType::Utf8,
+            ColumnType::Bitmap | ColumnType::Hll => DataType::Binary,
         }
     }
 
@@ -196,7 +208,11 @@ impl ColumnType {
             ColumnType::LargeInt | ColumnType::Decimal { .. } => Some(16),
             ColumnType::Char(n) => Some(*n as usize),
             ColumnType::Varchar(_) => Some(20),
-            ColumnType::Float | ColumnType::Double | ColumnType::String => None,
+            ColumnType::Float
+            | ColumnType::Double
+            | ColumnType::String
+            | ColumnType::Bitmap
+            | ColumnType::Hll => None,
         }
     }
 
@@ -204,8 +220,18 @@ impl ColumnType {
     pub fn can_be_key(&self) -> bool {
         !matches!(
             self,
-            ColumnType::Float | ColumnType::Double | ColumnType::String
+            ColumnType::Float
+                | ColumnType::Double
+                | ColumnType::String
+                | ColumnType::Bitmap
+                | ColumnType::Hll
         )
+    }
+
+    /// Whether values are opaque objects (BITMAP, HLL): stored and merged,
+    /// read only through their functions, never compared or indexed.
+    pub fn is_object(&self) -> bool {
+        matches!(self, ColumnType::Bitmap | ColumnType::Hll)
     }
 
     /// Whether SUM accepts the type.
@@ -266,6 +292,8 @@ mod tests {
             "char(5)",
             "varchar(32)",
             "text",
+            "bitmap",
+            "hll",
         ] {
             assert_eq!(ColumnType::parse(t).unwrap().sql(), t);
         }

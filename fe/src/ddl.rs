@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use tethys_common::schema::{AggregationType, Column, TableSchema};
+use tethys_common::types::ColumnType;
 use tethys_common::{Result, TethysError};
 use tethys_proto::{CreateTabletsRequest, DropTabletsRequest, TabletSpec};
 
@@ -285,7 +286,7 @@ fn check_aggregations(
         let agg = match (keys_type, agg) {
             (KeysType::Aggregate, None) => {
                 return Err(TethysError::Analysis(format!(
-                    "The value column {} of an AGGREGATE KEY table must declare its aggregation type (SUM, MAX, MIN, REPLACE, REPLACE_IF_NOT_NULL)",
+                    "The value column {} of an AGGREGATE KEY table must declare its aggregation type (SUM, MAX, MIN, REPLACE, REPLACE_IF_NOT_NULL, HLL_UNION, BITMAP_UNION)",
                     c.name
                 )));
             }
@@ -302,11 +303,25 @@ fn check_aggregations(
                 continue;
             }
         };
+        let wants = match agg {
+            AggregationType::BitmapUnion => Some(ColumnType::Bitmap),
+            AggregationType::HllUnion => Some(ColumnType::Hll),
+            _ => None,
+        };
         match agg {
-            AggregationType::HllUnion | AggregationType::BitmapUnion => {
-                return Err(TethysError::NotSupported(format!(
-                    "{} columns are not supported yet: Tethys has no HLL or BITMAP column type",
-                    agg.sql()
+            _ if wants.is_some_and(|t| t != c.column_type)
+                || (wants.is_none() && c.column_type.is_object()) =>
+            {
+                return Err(TethysError::Analysis(format!(
+                    "Aggregate type {} is not compatible with primitive type {} of column {}{}",
+                    agg.sql(),
+                    c.column_type.desc(),
+                    c.name,
+                    match c.column_type {
+                        ColumnType::Bitmap => ": a BITMAP column aggregates by BITMAP_UNION",
+                        ColumnType::Hll => ": an HLL column aggregates by HLL_UNION",
+                        _ => "",
+                    }
                 )));
             }
             AggregationType::Sum if !c.column_type.is_numeric() => {
@@ -407,6 +422,26 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
             return Err(TethysError::Analysis(format!(
                 "{} type should not be used in key column[{}].",
                 c.column_type.desc(),
+                c.name
+            )));
+        }
+    }
+    for c in &ct.columns {
+        let empty = c.default.as_deref() == Some("BITMAP_EMPTY");
+        if c.default.is_some() && (c.column_type == ColumnType::Bitmap) != empty {
+            return Err(TethysError::Analysis(format!(
+                "Invalid default value for '{}': {}",
+                c.name,
+                if empty {
+                    "only a BITMAP column can default to BITMAP_EMPTY"
+                } else {
+                    "a BITMAP column can only default to BITMAP_EMPTY"
+                }
+            )));
+        }
+        if c.default.is_some() && c.column_type == ColumnType::Hll {
+            return Err(TethysError::Analysis(format!(
+                "Invalid default value for '{}': an HLL column has no default",
                 c.name
             )));
         }
@@ -950,7 +985,7 @@ pub fn show_create_table(t: &Table) -> String {
             }
             l.push_str(if c.nullable { " NULL" } else { " NOT NULL" });
             if let Some(d) = &c.default {
-                if d == "CURRENT_TIMESTAMP" || d == "CURRENT_DATE" {
+                if d == "CURRENT_TIMESTAMP" || d == "CURRENT_DATE" || d == "BITMAP_EMPTY" {
                     l.push_str(&format!(" DEFAULT {d}"));
                 } else {
                     l.push_str(&format!(" DEFAULT \"{}\"", d.replace('"', "\\\"")));
@@ -1064,7 +1099,7 @@ pub fn show_create_table(t: &Table) -> String {
 
 /// The columns named by the `bloom_filter_columns` property (comma
 /// separated), checked as Doris checks them: each must exist, at most once,
-/// and not be TINYINT, FLOAT, DOUBLE or BOOLEAN.
+/// and not be TINYINT, FLOAT, DOUBLE, BOOLEAN or an object type.
 fn bloom_columns(columns: &[Column], value: &str) -> Result<Vec<String>> {
     let mut out: Vec<String> = vec![];
     for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
@@ -1077,7 +1112,7 @@ fn bloom_columns(columns: &[Column], value: &str) -> Result<Vec<String>> {
                 ))
             })?;
         let t = c.column_type.sql().to_ascii_uppercase();
-        if ["TINYINT", "FLOAT", "DOUBLE", "BOOLEAN"]
+        if ["TINYINT", "FLOAT", "DOUBLE", "BOOLEAN", "BITMAP", "HLL"]
             .iter()
             .any(|b| t.starts_with(b))
         {

@@ -130,6 +130,8 @@ pub fn compile(
                 .schema
                 .index_of(s)
                 .map(|i| table.schema.columns[i].column_type)
+                // An object column's source is what `to_bitmap(uv)` reads.
+                .filter(|t| !t.is_object())
         })
         .collect();
     let mut texts: Vec<(Option<usize>, &str)> = derived

@@ -1,14 +1,18 @@
 //! Turning source rows (text fields) into typed Arrow batches of the table,
 //! filtering rows that do not fit with a reason for the error log: wrong
 //! column count, a value that does not convert (in strict mode), NULL in a
-//! NOT NULL column, a string longer than its column.
+//! NOT NULL column, a string longer than its column, bytes that are not a
+//! BITMAP / HLL value.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, StringBuilder};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, RecordBatch, StringBuilder,
+};
 use arrow::compute::{CastOptions, cast_with_options, filter};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::physical_expr::PhysicalExpr;
+use tethys_common::functions::object::{EMPTY_OBJECT, ObjectKind};
 use tethys_common::schema::TableSchema;
 use tethys_common::types::ColumnType;
 use tethys_common::{Result, TethysError};
@@ -33,6 +37,8 @@ fn filler_text(t: &ColumnType) -> &'static str {
         ColumnType::Date => "1970-01-01",
         ColumnType::DateTime { .. } => "1970-01-01 00:00:00",
         ColumnType::Char(_) | ColumnType::Varchar(_) | ColumnType::String => "",
+        // Stands for the empty object (see `Converter::convert`).
+        ColumnType::Bitmap | ColumnType::Hll => "BITMAP_EMPTY",
         _ => "0",
     }
 }
@@ -282,11 +288,22 @@ impl Converter {
                     (a, Some(texts[*si].clone()))
                 }
                 Target::Expr(e) => (e.evaluate(&source_batch)?.into_array(n)?, None),
-                Target::Default(d) => {
-                    let text: ArrayRef =
-                        Arc::new(arrow::array::StringArray::from(vec![d.clone(); n]));
-                    (cast_with_options(&text, target, &opts)?, None)
-                }
+                Target::Default(d) => match (ObjectKind::of(&col.column_type), d) {
+                    // An object column's only default (BITMAP_EMPTY, or the
+                    // stand-in of a key delete) is the empty object.
+                    (Some(_), Some(_)) => (
+                        Arc::new(BinaryArray::from_iter_values(std::iter::repeat_n(
+                            EMPTY_OBJECT,
+                            n,
+                        ))) as ArrayRef,
+                        None,
+                    ),
+                    _ => {
+                        let text: ArrayRef =
+                            Arc::new(arrow::array::StringArray::from(vec![d.clone(); n]));
+                        (cast_with_options(&text, target, &opts)?, None)
+                    }
+                },
             };
             // Most columns need no per-row check: nullable or without NULLs,
             // and not a string with a length limit.
@@ -299,7 +316,8 @@ impl Converter {
                     s.is_valid(i) && s.value_length(i) as usize > max_len.unwrap_or(usize::MAX)
                 })
             };
-            if !check_nulls && strings.is_none() {
+            let objects = ObjectKind::of(&col.column_type).zip(arr.as_binary_opt::<i32>());
+            if !check_nulls && strings.is_none() && objects.is_none() {
                 columns.push(arr);
                 continue;
             }
@@ -307,7 +325,18 @@ impl Converter {
                 if !keep[i] {
                     continue;
                 }
-                if check_nulls && arr.is_null(i) {
+                let bad_object = objects
+                    .filter(|(_, a)| a.is_valid(i))
+                    .and_then(|(kind, a)| kind.check(a.value(i)).err().map(|e| (kind, e)));
+                if let Some((kind, why)) = bad_object {
+                    keep[i] = false;
+                    reasons[i] = Some(format!(
+                        "column_name[{}] is {}: its value must be made in the columns header by {} ({why})",
+                        col.name,
+                        col.column_type.desc(),
+                        kind.makers()
+                    ));
+                } else if check_nulls && arr.is_null(i) {
                     keep[i] = false;
                     let shown = text.as_ref().filter(|t| t.is_valid(i)).map(|t| {
                         arrow::util::display::array_value_to_string(t, i).unwrap_or_default()

@@ -22,6 +22,7 @@ use arrow::datatypes::{
     Int32Type, Int64Type, SchemaRef,
 };
 use arrow::row::{RowConverter, Rows, SortField};
+use tethys_common::functions::object::{ObjectKind, union_groups};
 use tethys_common::schema::AggregationType;
 use tethys_common::{Result, TethysError};
 
@@ -73,6 +74,8 @@ fn combine_groups(batch: &RecordBatch, ends: &[usize], spec: &MergeSpec) -> Resu
         let rule = spec.rules.get(i).copied().flatten();
         let out = match rule {
             Some(AggregationType::Sum) => sum_groups(col, ends)?,
+            Some(AggregationType::BitmapUnion) => union_groups(ObjectKind::Bitmap, col, ends)?,
+            Some(AggregationType::HllUnion) => union_groups(ObjectKind::Hll, col, ends)?,
             rule => {
                 let idx = pick_groups(col, ends, rule);
                 take(col.as_ref(), &idx, None)?
@@ -119,7 +122,7 @@ fn pick_groups(col: &ArrayRef, ends: &[usize], rule: Option<AggregationType>) ->
                 }
                 best.unwrap_or(start)
             }
-            // REPLACE (and the union types, which never reach here): newest.
+            // REPLACE (the union types never reach here): newest.
             Some(_) => end - 1,
         };
         out.push(pick as u32);

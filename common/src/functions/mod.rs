@@ -1,17 +1,22 @@
-//! MySQL / Doris compatible scalar functions that DataFusion lacks.
+//! MySQL / Doris compatible scalar and aggregate functions that DataFusion
+//! lacks.
 //!
 //! Both the FE (planning, constant folding) and every BE (fragment execution)
 //! register exactly this set, so a fragment that names one of them decodes on
 //! any backend.
 
+pub mod bitmap;
 mod datetime;
+pub mod hll;
 mod misc;
+pub mod object;
+mod object_agg;
 pub mod timezone;
 
 use std::sync::Arc;
 
 use datafusion::execution::FunctionRegistry;
-use datafusion::logical_expr::ScalarUDF;
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
 pub use misc::ConstFn;
 
@@ -19,13 +24,23 @@ pub use misc::ConstFn;
 pub fn all_udfs() -> Vec<Arc<ScalarUDF>> {
     let mut v = datetime::udfs();
     v.extend(misc::udfs());
+    v.extend(bitmap::udfs());
+    v.extend(hll::udfs());
     v
+}
+
+/// All Tethys aggregate functions (over BITMAP and HLL values).
+pub fn all_udafs() -> Vec<Arc<AggregateUDF>> {
+    object_agg::udafs()
 }
 
 /// Registers the Tethys functions (and MySQL spellings of DataFusion ones).
 pub fn register_all(registry: &mut dyn FunctionRegistry) -> datafusion::error::Result<()> {
     for udf in all_udfs() {
         registry.register_udf(udf)?;
+    }
+    for udaf in all_udafs() {
+        registry.register_udaf(udaf)?;
     }
     Ok(())
 }

@@ -193,6 +193,8 @@ fn timestamp_at(arr: &dyn Array, i: usize) -> Option<NaiveDateTime> {
 pub struct RowEncoder<'a> {
     batch: &'a RecordBatch,
     precisions: Vec<u8>,
+    /// Columns of BITMAP / HLL values, which show as NULL as in Doris.
+    objects: Vec<bool>,
     formatters: Vec<Option<ArrayFormatter<'a>>>,
 }
 
@@ -201,19 +203,25 @@ const FORMAT: FormatOptions<'static> = FormatOptions::new().with_null("NULL");
 impl<'a> RowEncoder<'a> {
     pub fn new(batch: &'a RecordBatch) -> Self {
         let schema = batch.schema();
-        let precisions = schema
+        let declared: Vec<Option<ColumnType>> = schema
             .fields()
             .iter()
             .map(|f| {
-                match f
-                    .metadata()
+                f.metadata()
                     .get(COLUMN_TYPE_METADATA_KEY)
                     .and_then(|t| ColumnType::parse(t).ok())
-                {
-                    Some(ColumnType::DateTime { precision }) => precision,
-                    _ => 0,
-                }
             })
+            .collect();
+        let precisions = declared
+            .iter()
+            .map(|t| match t {
+                Some(ColumnType::DateTime { precision }) => *precision,
+                _ => 0,
+            })
+            .collect();
+        let objects = declared
+            .iter()
+            .map(|t| t.is_some_and(|t| t.is_object()))
             .collect();
         let formatters = batch
             .columns()
@@ -223,13 +231,14 @@ impl<'a> RowEncoder<'a> {
         RowEncoder {
             batch,
             precisions,
+            objects,
             formatters,
         }
     }
 
     fn text_value(&self, col: usize, row: usize) -> Option<String> {
         let arr: &ArrayRef = self.batch.column(col);
-        if arr.is_null(row) {
+        if arr.is_null(row) || self.objects[col] {
             return None;
         }
         Some(match arr.data_type() {
@@ -281,7 +290,7 @@ impl<'a> RowEncoder<'a> {
         out.resize(bitmap_at + (n + 7 + 2) / 8, 0);
         for c in 0..n {
             let arr = self.batch.column(c);
-            if arr.is_null(row) {
+            if arr.is_null(row) || self.objects[c] {
                 let bit = c + 2;
                 out[bitmap_at + bit / 8] |= 1 << (bit % 8);
                 continue;

@@ -1,6 +1,7 @@
 //! `OlapSink`: INSERT into a Tethys table as one load transaction.
 //!
-//! Rows are checked against the schema (NOT NULL, string length, a partition
+//! Rows are checked against the schema (NOT NULL, string length, BITMAP / HLL
+//! values that decode, a partition
 //! for the value), routed to tablets (partition by range, bucket by hash),
 //! buffered per tablet and sent to the tablet's backend; then the transaction
 //! is committed and published. Any failure aborts it: nothing becomes
@@ -19,6 +20,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::StreamExt;
 use tethys_common::config::SEGMENT_FLUSH_ROWS;
+use tethys_common::functions::object::ObjectKind;
 use tethys_common::{Result, TethysError};
 
 use super::{InsertOutcome, StatementCtx};
@@ -113,6 +115,18 @@ impl OlapSink {
                 return Err(TethysError::DataQuality(format!(
                     "Insert has filtered data in strict mode: column '{}' is NOT NULL but a row has NULL",
                     col.name
+                )));
+            }
+            if let Some(kind) = ObjectKind::of(&col.column_type)
+                && let Some(a) = arr.as_binary_opt::<i32>()
+                && let Some(why) = a.iter().flatten().find_map(|v| kind.check(v).err())
+                && !placeholder
+            {
+                return Err(TethysError::DataQuality(format!(
+                    "Insert has filtered data in strict mode: column '{}' is {}: its values must come from {} ({why})",
+                    col.name,
+                    col.column_type.desc(),
+                    kind.makers()
                 )));
             }
             if let Some(max) = col.column_type.max_len()

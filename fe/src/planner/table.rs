@@ -66,6 +66,12 @@ impl OlapTable {
                 let e = match d.as_str() {
                     "CURRENT_TIMESTAMP" => datafusion::functions::expr_fn::now(),
                     "CURRENT_DATE" => datafusion::functions::expr_fn::current_date(),
+                    "BITMAP_EMPTY" => Expr::Literal(
+                        ScalarValue::Binary(Some(
+                            tethys_common::functions::object::EMPTY_OBJECT.to_vec(),
+                        )),
+                        None,
+                    ),
                     v => Expr::Literal(ScalarValue::Utf8(Some(v.to_string())), None),
                 };
                 defaults.insert(

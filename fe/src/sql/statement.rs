@@ -823,6 +823,9 @@ fn parse_column(t: &mut Tokens) -> Result<ColumnDef> {
                 Some(Token::Number(n, _)) => Some(n),
                 Some(Token::Minus) => Some(format!("-{}", t.number()?)),
                 Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("null") => None,
+                Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("bitmap_empty") => {
+                    Some("BITMAP_EMPTY".into())
+                }
                 Some(Token::Word(w))
                     if w.value.eq_ignore_ascii_case("current_timestamp")
                         || w.value.eq_ignore_ascii_case("current_date") =>

@@ -160,6 +160,7 @@ pub fn encode(arr: &dyn Array, prefer: Option<Encoding>, out: &mut Vec<u8>) -> R
             out,
         )),
         DataType::Utf8 => Ok(strings::encode(arr.as_string::<i32>(), prefer, out)),
+        DataType::Binary => Ok(strings::encode_binary(arr.as_binary::<i32>(), out)),
         other => Err(TethysError::Internal(format!(
             "cannot store Arrow type {other} in a page"
         ))),
@@ -184,6 +185,7 @@ pub fn decode(
         None => match dt {
             DataType::Boolean => fixed::decode_bools(enc, r, n)?,
             DataType::Utf8 => return strings::decode(enc, r, n, nulls),
+            DataType::Binary => return strings::decode_binary(enc, r, n, nulls),
             other => {
                 return Err(TethysError::Corruption(format!(
                     "page of unsupported type {other}"

@@ -12,7 +12,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayData, ArrayRef, DictionaryArray, Int32Array, StringArray};
+use arrow::array::{
+    Array, ArrayData, ArrayRef, BinaryArray, DictionaryArray, Int32Array, StringArray, make_array,
+};
 use arrow::buffer::{Buffer, NullBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Int32Type};
 use tethys_common::{Result, TethysError};
@@ -31,6 +33,21 @@ fn write_plain<'a>(values: impl Iterator<Item = &'a [u8]> + Clone, out: &mut Vec
 
 /// Reads a PLAIN block of `n` strings; `nulls` marks the null slots.
 fn read_plain(r: &mut Reader<'_>, n: usize, nulls: Option<NullBuffer>) -> Result<StringArray> {
+    Ok(StringArray::from(read_plain_as(
+        r,
+        n,
+        nulls,
+        DataType::Utf8,
+    )?))
+}
+
+/// Reads a PLAIN block of `n` values of `dt` (`Utf8` or `Binary`).
+fn read_plain_as(
+    r: &mut Reader<'_>,
+    n: usize,
+    nulls: Option<NullBuffer>,
+    dt: DataType,
+) -> Result<ArrayData> {
     let bits = r.u8()?;
     let packed = r.take(packed_len(n, bits))?;
     let mut offsets = Vec::with_capacity(n + 1);
@@ -42,18 +59,49 @@ fn read_plain(r: &mut Reader<'_>, n: usize, nulls: Option<NullBuffer>) -> Result
     })?;
     if end > i32::MAX as u64 {
         return Err(TethysError::Corruption(format!(
-            "strings of {end} bytes in one page"
+            "values of {end} bytes in one page"
         )));
     }
     let bytes = r.take(end as usize)?;
-    let data = ArrayData::builder(DataType::Utf8)
+    ArrayData::builder(dt)
         .len(n)
         .nulls(nulls)
         .add_buffer(Buffer::from_vec(offsets))
         .add_buffer(Buffer::from(bytes))
         .build()
-        .map_err(|e| TethysError::Corruption(format!("invalid string page: {e}")))?;
-    Ok(StringArray::from(data))
+        .map_err(|e| TethysError::Corruption(format!("invalid string page: {e}")))
+}
+
+/// Encodes a page of binary values (BITMAP and HLL objects): always PLAIN.
+pub fn encode_binary(arr: &BinaryArray, out: &mut Vec<u8>) -> Encoding {
+    let nulls = arr.logical_nulls();
+    write_plain(
+        (0..arr.len()).map(|i| {
+            if nulls.as_ref().is_some_and(|nb| nb.is_null(i)) {
+                b""
+            } else {
+                arr.value(i)
+            }
+        }),
+        out,
+    );
+    Encoding::Plain
+}
+
+/// Decodes a page of `n` binary values.
+pub fn decode_binary(
+    enc: Encoding,
+    r: &mut Reader<'_>,
+    n: usize,
+    nulls: Option<NullBuffer>,
+) -> Result<ArrayRef> {
+    match enc {
+        Encoding::Plain => Ok(make_array(read_plain_as(r, n, nulls, DataType::Binary)?)),
+        other => Err(TethysError::Corruption(format!(
+            "{} encoding on a binary column",
+            other.name()
+        ))),
+    }
 }
 
 /// Encodes a page of strings; returns the encoding used.
