@@ -72,6 +72,11 @@ struct StandaloneArgs {
     /// default 20% of the machine's memory, 0 turns it off).
     #[arg(long)]
     storage_page_cache_mb: Option<usize>,
+    /// Memory for the primary-key indexes merge-on-write UNIQUE tables look
+    /// keys up in at publish, MB (Doris' `pk_storage_page_cache_limit`;
+    /// default 10% of the machine's memory, 0 reads keys from disk each time).
+    #[arg(long)]
+    pk_index_cache_mb: Option<usize>,
     /// Turns off background compaction on the BE (Doris' be.conf
     /// `disable_auto_compaction`); `ADMIN COMPACT TABLE` still works.
     #[arg(long)]
@@ -99,6 +104,7 @@ impl Default for StandaloneArgs {
             label_keep_max_second: tethys_fe::server::LABEL_KEEP_MAX_SECS,
             label_clean_interval_second: tethys_fe::server::LABEL_CLEAN_INTERVAL_SECS,
             storage_page_cache_mb: None,
+            pk_index_cache_mb: None,
             disable_auto_compaction: false,
             compaction_threads: 1,
             max_tablet_version_num: tethys_be::storage::tablet::MAX_TABLET_VERSION_NUM,
@@ -139,6 +145,10 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
             .storage_page_cache_mb
             .map(|mb| mb << 20)
             .unwrap_or_else(tethys_be::storage::page_cache::default_capacity),
+        key_index_cache_bytes: args
+            .pk_index_cache_mb
+            .map(|mb| mb << 20)
+            .unwrap_or_else(tethys_be::storage::delete_bitmap::default_key_index_cache_bytes),
         compaction: tethys_be::storage::engine::CompactionConfig {
             auto: !args.disable_auto_compaction,
             threads: args.compaction_threads,

@@ -32,6 +32,8 @@ pub struct BackendConfig {
     pub fe_rpc_url: Option<String>,
     /// Bytes of decoded pages the storage page cache keeps (0: off).
     pub page_cache_bytes: usize,
+    /// Bytes of merge-on-write primary-key indexes kept in memory (0: off).
+    pub key_index_cache_bytes: usize,
     /// Background compaction settings.
     pub compaction: crate::storage::engine::CompactionConfig,
     /// Versions a tablet may hold before loads are refused.
@@ -75,6 +77,7 @@ impl Backend {
         let engine = Arc::new(
             StorageEngine::open(&cfg.root)?
                 .with_page_cache(cfg.page_cache_bytes)
+                .with_key_index_cache(cfg.key_index_cache_bytes)
                 .with_compaction(cfg.compaction)
                 .with_max_tablet_versions(cfg.max_tablet_versions),
         );

@@ -496,8 +496,26 @@ mod tests {
 
     #[test]
     fn merge_on_write_bitmaps_follow_versions_compaction_and_restart() {
+        bitmaps_follow_versions(None);
+    }
+
+    /// With no key index cache every lookup reads the keys back from the
+    /// segments: the answers are the same.
+    #[test]
+    fn merge_on_write_without_a_key_index_cache() {
+        bitmaps_follow_versions(Some(0));
+    }
+
+    fn bitmaps_follow_versions(key_cache: Option<usize>) {
         let dir = tempfile::tempdir().unwrap();
-        let engine = StorageEngine::open(dir.path()).unwrap();
+        let open = || {
+            let e = StorageEngine::open(dir.path()).unwrap();
+            match key_cache {
+                Some(bytes) => e.with_key_index_cache(bytes),
+                None => e,
+            }
+        };
+        let engine = open();
         engine.create_tablet(1, 1, 1, mow_schema(), 1).unwrap();
         engine.write(10, 1, &[rows(&[1, 2, 3], 10)]).unwrap();
         engine.publish(10, 1, 2).unwrap();
@@ -541,7 +559,7 @@ mod tests {
         // publish that never finished is removed.
         std::fs::write(t.file("orphan.dbm"), b"partial").unwrap();
         drop((t, engine));
-        let engine = StorageEngine::open(dir.path()).unwrap();
+        let engine = open();
         assert!(!dir.path().join("data/1/orphan.dbm").exists());
         assert_eq!(read_mow(&engine, 4).unwrap(), v4);
         engine.write(13, 1, &[rows(&[2, 9], 50)]).unwrap();
@@ -554,7 +572,7 @@ mod tests {
         assert!(meta.rowsets.last().unwrap().delete_bitmap.is_some());
         assert_eq!(meta.delete_bitmap_files, vec!["cmp1.dbm".to_string()]);
         drop(engine);
-        let engine = StorageEngine::open(dir.path()).unwrap();
+        let engine = open();
         assert_eq!(read_mow(&engine, 5).unwrap(), v5);
         // A tablet from before delete bitmaps existed builds them on open.
         let meta_path = dir.path().join("data/1/meta.json");
@@ -563,7 +581,7 @@ mod tests {
         meta.delete_bitmaps_built = false;
         crate::storage::tablet::write_json(&meta_path, &meta).unwrap();
         drop(engine);
-        let engine = StorageEngine::open(dir.path()).unwrap();
+        let engine = open();
         assert_eq!(read_mow(&engine, 5).unwrap(), v5);
         assert!(engine.tablet(1).unwrap().meta().delete_bitmaps_built);
         // Full compaction leaves one row per key and no bitmap.

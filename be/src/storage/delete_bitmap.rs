@@ -21,7 +21,8 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 use arrow::row::{RowConverter, Rows, SortField};
@@ -30,6 +31,7 @@ use tethys_common::fsutil::write_atomic;
 use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
 
+use super::clock_cache::{ClockCache, Weigh};
 use super::segment::Segment;
 
 const MAGIC: &[u8; 4] = b"TDB1";
@@ -257,6 +259,21 @@ impl KeyCodec {
 pub struct KeyIndex {
     rows: Rows,
     prefixes: Vec<u128>,
+}
+
+impl Weigh for Arc<KeyIndex> {
+    fn bytes(&self) -> usize {
+        self.rows.size() + self.prefixes.capacity() * std::mem::size_of::<u128>()
+    }
+}
+
+/// Key indexes of merge-on-write segments by segment path, bounded by bytes
+/// across all tablets of a backend (`--pk-index-cache-mb`).
+pub type KeyIndexCache = ClockCache<PathBuf, Arc<KeyIndex>>;
+
+/// Default bound of the key index cache: 10% of the machine's memory.
+pub fn default_key_index_cache_bytes() -> usize {
+    super::page_cache::default_capacity() / 2
 }
 
 impl KeyIndex {

@@ -13,6 +13,7 @@ use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
 
 use super::compaction::{self, CompactionKind, CompactionOutcome};
+use super::delete_bitmap::{KeyIndexCache, default_key_index_cache_bytes};
 use super::tablet::{Tablet, TabletMeta, TabletStats};
 
 /// All tablets on this backend.
@@ -27,6 +28,8 @@ pub struct StorageEngine {
     pub footers: super::segment::FooterCache,
     /// Decoded pages, shared by scans.
     pub pages: super::page_cache::PageCache,
+    /// Key indexes of merge-on-write segments, shared by the tablets.
+    key_indexes: Arc<KeyIndexCache>,
     /// Background compaction settings.
     compaction: CompactionConfig,
 }
@@ -62,6 +65,7 @@ impl StorageEngine {
         let data_dir = root.join("data");
         ensure_dir(&data_dir)?;
         let mut tablets = HashMap::new();
+        let key_indexes = Arc::new(KeyIndexCache::new(default_key_index_cache_bytes()));
         let entries = fs::read_dir(&data_dir)
             .map_err(|e| TethysError::io(format!("listing {}", data_dir.display()), e))?;
         for e in entries {
@@ -80,7 +84,7 @@ impl StorageEngine {
                 let _ = fs::remove_dir_all(&path);
                 continue;
             }
-            let t = Tablet::open(&path)?;
+            let t = Tablet::open(&path, &key_indexes)?;
             tablets.insert(t.id(), Arc::new(t));
         }
         let boot_ms = std::time::SystemTime::now()
@@ -95,6 +99,7 @@ impl StorageEngine {
             max_tablet_versions: super::tablet::MAX_TABLET_VERSION_NUM,
             footers: Default::default(),
             pages: Default::default(),
+            key_indexes,
             compaction: CompactionConfig::default(),
         })
     }
@@ -217,6 +222,13 @@ impl StorageEngine {
         self
     }
 
+    /// Keeps up to `bytes` of merge-on-write key indexes in memory (0: none;
+    /// every lookup then reads the keys from the segment).
+    pub fn with_key_index_cache(self, bytes: usize) -> Self {
+        self.key_indexes.set_capacity(bytes);
+        self
+    }
+
     /// Sets the number of versions a tablet may hold before loads are refused.
     pub fn with_max_tablet_versions(mut self, n: usize) -> Self {
         self.max_tablet_versions = n;
@@ -251,7 +263,11 @@ impl StorageEngine {
             delete_bitmap_files: vec![],
             delete_bitmaps_built: false,
         };
-        let t = Tablet::create(&self.data_dir.join(tablet_id.to_string()), meta)?;
+        let t = Tablet::create(
+            &self.data_dir.join(tablet_id.to_string()),
+            meta,
+            &self.key_indexes,
+        )?;
         self.tablets
             .write()
             .unwrap_or_else(|p| p.into_inner())

@@ -1,6 +1,7 @@
 //! Tablet storage: segments of column pages, rowsets, tablets and the engine
 //! that holds them.
 
+pub mod clock_cache;
 pub mod compaction;
 pub mod delete_bitmap;
 pub mod encoding;

@@ -6,13 +6,14 @@
 //! and decoded on each use, which holds several times more rows in the same
 //! memory and makes a scan read that much less of it. Segment files never
 //! change once written, so an entry never goes stale; the cache is bounded
-//! by bytes and evicts with the CLOCK (second chance) policy. A capacity of 0
-//! turns it off.
+//! by bytes and evicts with the CLOCK (second chance) policy
+//! ([`ClockCache`]). A capacity of 0 turns it off.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef};
+
+use super::clock_cache::{ClockCache, Weigh};
 
 /// One page of one column of one open segment (see `FooterCache` ids).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,96 +52,14 @@ impl CachedPage {
     }
 }
 
-#[derive(Debug)]
-struct Entry {
-    page: CachedPage,
-    bytes: usize,
-    referenced: bool,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    map: HashMap<PageKey, Entry>,
-    clock: VecDeque<PageKey>,
-    bytes: usize,
-}
-
-/// Decoded pages, bounded by `capacity` bytes.
-#[derive(Debug, Default)]
-pub struct PageCache {
-    capacity: usize,
-    inner: Mutex<Inner>,
-}
-
-impl PageCache {
-    /// A cache holding up to `capacity` bytes of decoded pages.
-    pub fn new(capacity: usize) -> PageCache {
-        PageCache {
-            capacity,
-            inner: Mutex::default(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The cached page, marked as recently used.
-    pub fn get(&self, key: &PageKey) -> Option<CachedPage> {
-        if self.capacity == 0 {
-            return None;
-        }
-        let mut g = self.lock();
-        let e = g.map.get_mut(key)?;
-        e.referenced = true;
-        Some(e.page.clone())
-    }
-
-    /// Caches a page, evicting pages not used since the clock hand last
-    /// passed them. Pages larger than an eighth of the cache are not kept.
-    pub fn insert(&self, key: PageKey, page: CachedPage) {
-        let bytes = page.bytes();
-        if self.capacity == 0 || bytes > self.capacity / 8 {
-            return;
-        }
-        let mut g = self.lock();
-        if g.map.contains_key(&key) {
-            return;
-        }
-        while g.bytes + bytes > self.capacity {
-            let Some(k) = g.clock.pop_front() else {
-                break;
-            };
-            let second_chance = match g.map.get_mut(&k) {
-                Some(e) if e.referenced => {
-                    e.referenced = false;
-                    true
-                }
-                _ => false,
-            };
-            if second_chance {
-                g.clock.push_back(k);
-            } else if let Some(e) = g.map.remove(&k) {
-                g.bytes -= e.bytes;
-            }
-        }
-        g.bytes += bytes;
-        g.clock.push_back(key);
-        g.map.insert(
-            key,
-            Entry {
-                page,
-                bytes,
-                referenced: false,
-            },
-        );
-    }
-
-    /// Bytes of pages held.
-    pub fn bytes(&self) -> usize {
-        self.lock().bytes
+impl Weigh for CachedPage {
+    fn bytes(&self) -> usize {
+        CachedPage::bytes(self)
     }
 }
+
+/// Pages by segment, column and page number, bounded by bytes.
+pub type PageCache = ClockCache<PageKey, CachedPage>;
 
 /// Default capacity: 20% of the machine's memory, as Doris'
 /// `storage_page_cache_limit`.
@@ -155,45 +74,4 @@ pub fn default_capacity() -> usize {
         })
         .unwrap_or(4 << 20);
     total_kb * 1024 / 5
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow::array::Int64Array;
-
-    fn page(n: usize) -> CachedPage {
-        CachedPage::Decoded(Arc::new(Int64Array::from(vec![7i64; n])))
-    }
-
-    fn key(page: u32) -> PageKey {
-        PageKey {
-            segment: 1,
-            column: 0,
-            page,
-        }
-    }
-
-    #[test]
-    fn bounded_and_keeps_what_is_used() {
-        let one = page(1000).bytes();
-        let cache = PageCache::new(one * 8);
-        for p in 0..8 {
-            cache.insert(key(p), page(1000));
-        }
-        assert!(cache.get(&key(0)).is_some());
-        // Page 0 was used: the clock spares it and evicts page 1.
-        cache.insert(key(8), page(1000));
-        assert!(cache.bytes() <= one * 8);
-        assert!(cache.get(&key(0)).is_some());
-        assert!(cache.get(&key(1)).is_none());
-        assert!(cache.get(&key(8)).is_some());
-        // A page bigger than an eighth of the cache is not kept.
-        cache.insert(key(9), page(2000));
-        assert!(cache.get(&key(9)).is_none());
-        // Disabled cache keeps nothing.
-        let off = PageCache::new(0);
-        off.insert(key(0), page(10));
-        assert!(off.get(&key(0)).is_none());
-    }
 }

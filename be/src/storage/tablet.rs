@@ -25,7 +25,7 @@ use tethys_common::{Result, TethysError};
 
 use roaring::RoaringBitmap;
 
-use super::delete_bitmap::{DeleteBitmap, KeyCodec, KeyIndex};
+use super::delete_bitmap::{DeleteBitmap, KeyCodec, KeyIndex, KeyIndexCache};
 use super::merge::{MergeSpec, combine_sorted};
 use super::segment::{PartialWrite, Segment, SegmentInfo, write_segment};
 
@@ -180,8 +180,10 @@ enum WriteKind {
 struct MergeOnWrite {
     codec: KeyCodec,
     bitmaps: RwLock<DeleteBitmap>,
-    /// Key indexes of live segments by file name, built on first lookup.
-    keys: Mutex<HashMap<String, Arc<KeyIndex>>>,
+    /// Key indexes of segments by path, built on first lookup; shared by
+    /// the engine's tablets and bounded by bytes (an evicted index is read
+    /// back from its segment when needed).
+    keys: Arc<KeyIndexCache>,
 }
 
 /// One segment file a read scans, with the rows of it later loads of a
@@ -261,25 +263,25 @@ fn lock_r<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 
 impl MergeOnWrite {
     /// The state of a merge-on-write table's tablet; `None` for others.
-    fn of(schema: &TableSchema) -> Result<Option<MergeOnWrite>> {
+    fn of(schema: &TableSchema, keys: &Arc<KeyIndexCache>) -> Result<Option<MergeOnWrite>> {
         if schema.keys_type != KeysType::Unique || !schema.merge_on_write {
             return Ok(None);
         }
         Ok(Some(MergeOnWrite {
             codec: KeyCodec::new(schema)?,
             bitmaps: RwLock::new(DeleteBitmap::default()),
-            keys: Mutex::new(HashMap::new()),
+            keys: keys.clone(),
         }))
     }
 }
 
 impl Tablet {
     /// Creates a new, empty tablet directory.
-    pub fn create(dir: &Path, mut meta: TabletMeta) -> Result<Tablet> {
+    pub fn create(dir: &Path, mut meta: TabletMeta, keys: &Arc<KeyIndexCache>) -> Result<Tablet> {
         ensure_dir(dir)?;
         meta.delete_bitmaps_built = true;
         write_json(&dir.join(META_FILE), &meta)?;
-        let mow = MergeOnWrite::of(&meta.schema)?;
+        let mow = MergeOnWrite::of(&meta.schema, keys)?;
         Ok(Tablet {
             dir: dir.to_path_buf(),
             meta: RwLock::new(meta),
@@ -293,7 +295,7 @@ impl Tablet {
     }
 
     /// Opens an existing tablet and removes files nothing references.
-    pub fn open(dir: &Path) -> Result<Tablet> {
+    pub fn open(dir: &Path, keys: &Arc<KeyIndexCache>) -> Result<Tablet> {
         let meta: TabletMeta = read_json(&dir.join(META_FILE))?;
         if meta.format_version != META_FORMAT_VERSION {
             return Err(TethysError::Corruption(format!(
@@ -334,7 +336,7 @@ impl Tablet {
             // delete bitmaps of publishes and compactions that never finished.
             let _ = fs::remove_file(dir.join(&f));
         }
-        let mow = MergeOnWrite::of(&meta.schema)?;
+        let mow = MergeOnWrite::of(&meta.schema, keys)?;
         if let Some(m) = &mow {
             let mut bitmaps = lock_w(&m.bitmaps);
             for f in &meta.delete_bitmap_files {
@@ -534,7 +536,7 @@ impl Tablet {
         info.deletes = kind == WriteKind::Deletes;
         info.partial = partial;
         if let (Some(m), Some(keys)) = (&self.mow, keys) {
-            lock(&m.keys).insert(info.file.clone(), keys);
+            m.keys.insert(self.dir.join(&info.file), keys);
         }
         let size = info.size;
         pending.segments.push(info);
@@ -625,7 +627,7 @@ impl Tablet {
         // Segments a re-fill replaced (the pending record named them).
         for f in refilled {
             if let Some(m) = &self.mow {
-                lock(&m.keys).remove(&f);
+                m.keys.remove(&self.dir.join(&f));
             }
             let _ = fs::remove_file(self.dir.join(f));
         }
@@ -830,7 +832,7 @@ impl Tablet {
             let file = format!("{}_{j}_v{version}.dat", rowset.rowset_id);
             let mut info = write_segment(&self.dir.join(&file), &meta.schema, &batch)?;
             // Same keys, same order: the old segment's index serves.
-            lock(&m.keys).insert(info.file.clone(), mine);
+            m.keys.insert(self.dir.join(&info.file), mine);
             info.partial = Some(PartialWrite {
                 given: p.given,
                 read_version: meta.version,
@@ -850,7 +852,7 @@ impl Tablet {
     pub(crate) fn remember_keys(&self, file: &str, batch: &RecordBatch) -> Result<()> {
         if let Some(m) = &self.mow {
             let index = m.codec.index_of_batch(batch)?;
-            lock(&m.keys).insert(file.to_string(), Arc::new(index));
+            m.keys.insert(self.dir.join(file), Arc::new(index));
         }
         Ok(())
     }
@@ -862,11 +864,12 @@ impl Tablet {
         schema: &TableSchema,
         file: &str,
     ) -> Result<Arc<KeyIndex>> {
-        if let Some(k) = lock(&m.keys).get(file) {
-            return Ok(k.clone());
+        let path = self.dir.join(file);
+        if let Some(k) = m.keys.get(&path) {
+            return Ok(k);
         }
-        let k = Arc::new(m.codec.index(&self.dir.join(file), schema)?);
-        lock(&m.keys).insert(file.to_string(), k.clone());
+        let k = Arc::new(m.codec.index(&path, schema)?);
+        m.keys.insert(path, k.clone());
         Ok(k)
     }
 
@@ -978,9 +981,8 @@ impl Tablet {
         if let Some(p) = lock(&self.pending).remove(&txn_id) {
             let _ = fs::remove_file(self.dir.join(format!("txn_{txn_id}.json")));
             if let Some(m) = &self.mow {
-                let mut keys = lock(&m.keys);
                 for s in &p.segments {
-                    keys.remove(&s.file);
+                    m.keys.remove(&self.dir.join(&s.file));
                 }
             }
             for s in p.segments {
@@ -1201,16 +1203,10 @@ impl Tablet {
         }
         if let (Some(m), Some(carried)) = (&self.mow, &carried) {
             lock_w(&m.bitmaps).merge(carried);
-            // Lookups only go to live segments and those of pending loads.
-            let pending = lock(&self.pending);
-            let files: std::collections::HashSet<&str> = meta
-                .rowsets
-                .iter()
-                .flat_map(|r| r.segments.iter())
-                .chain(pending.values().flat_map(|p| p.segments.iter()))
-                .map(|s| s.file.as_str())
-                .collect();
-            lock(&m.keys).retain(|f, _| files.contains(f.as_str()));
+            // Lookups no longer go to the replaced segments.
+            for s in inputs.iter().flat_map(|r| r.segments.iter()) {
+                m.keys.remove(&self.dir.join(&s.file));
+            }
         }
         lock(&self.stale).extend(inputs.iter().cloned().map(|rowset| StaleRowset {
             rowset,

@@ -1,0 +1,191 @@
+//! A cache bounded by bytes with the CLOCK (second chance) eviction policy:
+//! what the page cache and the merge-on-write key index cache share. An
+//! entry used since the clock hand last passed it survives one more pass;
+//! others are evicted until the new entry fits. Entries larger than an eighth
+//! of the capacity are not kept (one big entry would flush everything). A
+//! capacity of 0 turns the cache off.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What a cached value costs in memory.
+pub trait Weigh {
+    fn bytes(&self) -> usize;
+}
+
+#[derive(Debug)]
+struct Entry<V> {
+    value: V,
+    bytes: usize,
+    referenced: bool,
+}
+
+#[derive(Debug)]
+struct Inner<K, V> {
+    map: HashMap<K, Entry<V>>,
+    clock: VecDeque<K>,
+    bytes: usize,
+}
+
+impl<K, V> Default for Inner<K, V> {
+    fn default() -> Self {
+        Inner {
+            map: HashMap::new(),
+            clock: VecDeque::new(),
+            bytes: 0,
+        }
+    }
+}
+
+/// Values by key, bounded by `capacity` bytes.
+#[derive(Debug)]
+pub struct ClockCache<K, V> {
+    capacity: AtomicUsize,
+    inner: Mutex<Inner<K, V>>,
+}
+
+impl<K, V> Default for ClockCache<K, V> {
+    fn default() -> Self {
+        ClockCache {
+            capacity: AtomicUsize::new(0),
+            inner: Mutex::default(),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Clone + Weigh> ClockCache<K, V> {
+    /// A cache holding up to `capacity` bytes.
+    pub fn new(capacity: usize) -> Self {
+        ClockCache {
+            capacity: AtomicUsize::new(capacity),
+            inner: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<K, V>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity.load(Ordering::Relaxed)
+    }
+
+    /// Changes the bound; entries over it go at the next insert.
+    pub fn set_capacity(&self, capacity: usize) {
+        self.capacity.store(capacity, Ordering::Relaxed);
+        if capacity == 0 {
+            let mut g = self.lock();
+            *g = Inner::default();
+        }
+    }
+
+    /// The cached value, marked as recently used.
+    pub fn get(&self, key: &K) -> Option<V> {
+        if self.capacity() == 0 {
+            return None;
+        }
+        let mut g = self.lock();
+        let e = g.map.get_mut(key)?;
+        e.referenced = true;
+        Some(e.value.clone())
+    }
+
+    /// Caches a value (replacing one under the same key), evicting values
+    /// not used since the clock hand last passed them.
+    pub fn insert(&self, key: K, value: V) {
+        let capacity = self.capacity();
+        let bytes = value.bytes();
+        if capacity == 0 || bytes > capacity / 8 {
+            return;
+        }
+        let mut g = self.lock();
+        if let Some(old) = g.map.remove(&key) {
+            g.bytes -= old.bytes;
+            g.clock.retain(|k| k != &key);
+        }
+        while g.bytes + bytes > capacity {
+            let Some(k) = g.clock.pop_front() else {
+                break;
+            };
+            let second_chance = match g.map.get_mut(&k) {
+                Some(e) if e.referenced => {
+                    e.referenced = false;
+                    true
+                }
+                _ => false,
+            };
+            if second_chance {
+                g.clock.push_back(k);
+            } else if let Some(e) = g.map.remove(&k) {
+                g.bytes -= e.bytes;
+            }
+        }
+        g.bytes += bytes;
+        g.clock.push_back(key.clone());
+        g.map.insert(
+            key,
+            Entry {
+                value,
+                bytes,
+                referenced: false,
+            },
+        );
+    }
+
+    /// Drops the value under `key` (its source is gone).
+    pub fn remove(&self, key: &K) {
+        let mut g = self.lock();
+        if let Some(e) = g.map.remove(key) {
+            g.bytes -= e.bytes;
+            g.clock.retain(|k| k != key);
+        }
+    }
+
+    /// Bytes of values held.
+    pub fn bytes(&self) -> usize {
+        self.lock().bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone)]
+    struct Blob(usize);
+
+    impl Weigh for Blob {
+        fn bytes(&self) -> usize {
+            self.0
+        }
+    }
+
+    #[test]
+    fn bounded_second_chance_and_removal() {
+        let cache: ClockCache<u32, Blob> = ClockCache::new(800);
+        for k in 0..8 {
+            cache.insert(k, Blob(100));
+        }
+        assert!(cache.get(&0).is_some());
+        // 0 was used: the clock spares it and evicts 1.
+        cache.insert(8, Blob(100));
+        assert_eq!(cache.bytes(), 800);
+        assert!(cache.get(&0).is_some());
+        assert!(cache.get(&1).is_none());
+        // Too big to keep.
+        cache.insert(9, Blob(101));
+        assert!(cache.get(&9).is_none());
+        // Replacing and removing keep the byte count right.
+        cache.insert(8, Blob(50));
+        assert_eq!(cache.bytes(), 750);
+        cache.remove(&8);
+        assert_eq!(cache.bytes(), 700);
+        assert!(cache.get(&8).is_none());
+        cache.set_capacity(0);
+        assert_eq!(cache.bytes(), 0);
+        cache.insert(1, Blob(1));
+        assert!(cache.get(&1).is_none());
+    }
+}
