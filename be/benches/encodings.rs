@@ -28,6 +28,7 @@ fn pages() -> Vec<(&'static str, ArrayRef, Vec<Encoding>)> {
         Encoding::For,
         Encoding::BitShuffle,
         Encoding::Rle,
+        Encoding::Delta,
     ];
     vec![
         (

@@ -312,15 +312,37 @@ mod tests {
     #[test]
     fn encodings_follow_the_data() {
         let auto = |a: ArrayRef| roundtrip(&a, None, "lz4");
-        // Sorted keys and dates: a small frame.
+        // Sorted keys, unique or in short runs (TPC-H orderkeys: 1-7 rows
+        // each, 8 of every 32 numbers): steps.
         assert_eq!(
             auto(Arc::new(Int64Array::from_iter_values(1_000_000..1_004_064))),
+            Encoding::Delta
+        );
+        let orderkeys = (0..4064i64).map(|i| {
+            let order = i / 4;
+            (order / 8) * 32 + order % 8 + 1
+        });
+        assert_eq!(
+            auto(Arc::new(Int64Array::from_iter_values(orderkeys))),
+            Encoding::Delta
+        );
+        // Unsorted values in a small range (dates): a small frame.
+        assert_eq!(
+            auto(Arc::new(Int32Array::from_iter_values(
+                (0..4064).map(|i| 9000 + (i * 7919) % 2500)
+            ))),
             Encoding::For
         );
-        // Long runs of far-apart values: runs.
+        // Long runs: runs, their integer values as steps.
         assert_eq!(
             auto(Arc::new(Int32Array::from_iter_values(
                 (0..4064).map(|i| (i / 500) * 1_000_003)
+            ))),
+            Encoding::Delta
+        );
+        assert_eq!(
+            auto(Arc::new(Float64Array::from_iter_values(
+                (0..4064).map(|i| (i / 500) as f64 * 1.5)
             ))),
             Encoding::Rle
         );

@@ -9,6 +9,13 @@
 //! - RLE: `u32 runs`, the runs' values (PLAIN; one byte for booleans),
 //!   `u8 bits`, the run lengths bit-packed. Null slots extend the run
 //!   around them.
+//! - DELTA: runs as RLE has them, each run's value stored as its difference
+//!   from the previous run's: `u32 runs`, `i128 first` (the first run's
+//!   value), `i128 min_delta`, `u8 bits`, the `runs - 1` differences minus
+//!   `min_delta` bit-packed, `u8 bits`, each run's length minus one
+//!   bit-packed. Sorted keys and timestamps (a page of TPC-H `l_orderkey`:
+//!   about 1000 runs of 1-7 rows, 5-bit steps) take a fraction of FOR's
+//!   bytes: this is Doris' FOR in its ordered mode, with runs.
 
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
 use arrow::datatypes::ArrowNativeType;
@@ -96,8 +103,49 @@ fn frame<T: Int>(vals: &[T], nulls: Option<&NullBuffer>) -> Option<(i128, u8)> {
     u64::try_from(range).ok().map(|r| (lo, bits_for(r)))
 }
 
+/// DELTA parameters of runs: the first value, the smallest step between
+/// consecutive run values, the bits of a step above it and of a run length
+/// minus one; `None` when a step does not fit 64 bits.
+#[derive(Debug, Clone, Copy)]
+struct DeltaFrame {
+    first: i128,
+    min_step: i128,
+    step_bits: u8,
+    len_bits: u8,
+}
+
+impl DeltaFrame {
+    fn of<T: Int>(runs: &[(T, u32)]) -> Option<DeltaFrame> {
+        let mut lo = 0i128;
+        let mut hi = 0i128;
+        for (i, w) in runs.windows(2).enumerate() {
+            let step = w[1].0.to_i128().checked_sub(w[0].0.to_i128())?;
+            if i == 0 {
+                (lo, hi) = (step, step);
+            } else {
+                lo = lo.min(step);
+                hi = hi.max(step);
+            }
+        }
+        let range = u64::try_from(hi.checked_sub(lo)?).ok()?;
+        let longest = runs.iter().map(|r| r.1).max().unwrap_or(1);
+        Some(DeltaFrame {
+            first: runs.first().map_or(0, |r| r.0.to_i128()),
+            min_step: lo,
+            step_bits: bits_for(range),
+            len_bits: bits_for(u64::from(longest.saturating_sub(1))),
+        })
+    }
+
+    /// Body bytes for `runs` runs (padding aside).
+    fn bytes(&self, runs: usize) -> usize {
+        37 + (runs.saturating_sub(1) * self.step_bits as usize).div_ceil(8)
+            + (runs * self.len_bits as usize).div_ceil(8)
+    }
+}
+
 /// Encodes `vals` (with page nulls `nulls`) into `out`; `integer` allows
-/// FOR. `prefer` forces an encoding where it can represent the page.
+/// FOR and DELTA. `prefer` forces an encoding where it can represent the page.
 /// Returns the encoding used.
 pub fn encode<T: Int>(
     vals: &[T],
@@ -110,8 +158,17 @@ pub fn encode<T: Int>(
     let frame = if integer { frame(vals, nulls) } else { None };
     // The runs, once counted, serve both the choice and the encoding.
     let mut counted: Option<Vec<(T, u32)>> = None;
+    let mut delta: Option<DeltaFrame> = None;
     let chosen = match prefer {
         Some(Encoding::For) if frame.is_some() => Encoding::For,
+        Some(Encoding::Delta) if integer => {
+            delta = DeltaFrame::of(counted.insert(runs(vals, nulls)));
+            if delta.is_some() {
+                Encoding::Delta
+            } else {
+                Encoding::Plain
+            }
+        }
         Some(e @ (Encoding::Plain | Encoding::BitShuffle | Encoding::Rle)) => e,
         Some(_) => Encoding::Plain,
         None => {
@@ -119,13 +176,24 @@ pub fn encode<T: Int>(
             let for_bytes = frame.map_or(usize::MAX, |(_, bits)| (n * bits as usize).div_ceil(8));
             // Counting runs costs a pass; only worth it where FOR leaves
             // more than a bit or two per value.
-            let rle_bytes = if for_bytes > n / 4 {
-                counted.insert(runs(vals, nulls)).len() * (T::W + 2)
+            let (rle_bytes, delta_bytes) = if for_bytes > n / 4 {
+                let r = counted.insert(runs(vals, nulls));
+                if integer {
+                    delta = DeltaFrame::of(r);
+                }
+                (
+                    r.len() * (T::W + 2),
+                    delta.map_or(usize::MAX, |d| d.bytes(r.len())),
+                )
             } else {
-                usize::MAX
+                (usize::MAX, usize::MAX)
             };
-            if rle_bytes.saturating_mul(2) <= for_bytes.min(plain) {
+            // DELTA decodes a little slower than FOR: worth it when it
+            // saves a quarter.
+            if rle_bytes.saturating_mul(2) <= for_bytes.min(plain).min(delta_bytes) {
                 Encoding::Rle
+            } else if delta_bytes.saturating_mul(4) <= for_bytes.min(plain).saturating_mul(3) {
+                Encoding::Delta
             } else if for_bytes < plain {
                 Encoding::For
             } else {
@@ -136,6 +204,27 @@ pub fn encode<T: Int>(
     match chosen {
         Encoding::Rle => {
             write_runs(&counted.unwrap_or_else(|| runs(vals, nulls)), out);
+        }
+        Encoding::Delta => {
+            let runs = counted.unwrap_or_else(|| runs(vals, nulls));
+            let d = delta.unwrap_or(DeltaFrame {
+                first: 0,
+                min_step: 0,
+                step_bits: 0,
+                len_bits: 0,
+            });
+            out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
+            out.extend_from_slice(&d.first.to_le_bytes());
+            out.extend_from_slice(&d.min_step.to_le_bytes());
+            out.push(d.step_bits);
+            pack(
+                out,
+                runs.windows(2)
+                    .map(|w| (w[1].0.to_i128() - w[0].0.to_i128() - d.min_step) as u64),
+                d.step_bits,
+            );
+            out.push(d.len_bits);
+            pack(out, runs.iter().map(|r| u64::from(r.1 - 1)), d.len_bits);
         }
         Encoding::For => {
             let (reference, bits) = frame.unwrap_or((0, 0));
@@ -201,6 +290,54 @@ pub fn decode<T: Int>(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buf
                 // Truncating to the value's width restores it, sign included.
                 let value = T::from_i128(i128::from_le_bytes(v));
                 out.extend(std::iter::repeat_n(value, len as usize));
+            }
+            Ok(Buffer::from_vec(out))
+        }
+        Encoding::Delta => {
+            let count = r.u32()? as usize;
+            if count > n || (count == 0 && n > 0) {
+                return Err(TethysError::Corruption(format!(
+                    "{count} runs in a page of {n} rows"
+                )));
+            }
+            let first = r.i128()?;
+            let min_step = r.i128()?;
+            let step_bits = r.u8()?;
+            let steps = r.take(super::bitpack::packed_len(
+                count.saturating_sub(1),
+                step_bits,
+            ))?;
+            let mut values: Vec<i128> = Vec::with_capacity(count);
+            if count > 0 {
+                values.push(first);
+            }
+            let mut acc = first;
+            unpack(steps, step_bits, count.saturating_sub(1), |_, s| {
+                acc = acc.wrapping_add(min_step).wrapping_add(i128::from(s));
+                values.push(acc);
+            })?;
+            let len_bits = r.u8()?;
+            if len_bits > 32 {
+                return Err(TethysError::Corruption(format!(
+                    "{len_bits}-bit run lengths"
+                )));
+            }
+            let lens = r.take(super::bitpack::packed_len(count, len_bits))?;
+            let mut out: Vec<T> = Vec::with_capacity(n);
+            let mut bad = false;
+            unpack(lens, len_bits, count, |i, l| {
+                let len = l as usize + 1;
+                if out.len() + len > n {
+                    bad = true;
+                    return;
+                }
+                out.extend(std::iter::repeat_n(T::from_i128(values[i]), len));
+            })?;
+            if bad || out.len() != n {
+                return Err(TethysError::Corruption(format!(
+                    "runs cover {} rows of a page of {n}",
+                    out.len()
+                )));
             }
             Ok(Buffer::from_vec(out))
         }

@@ -1,9 +1,9 @@
 //! Page value encodings of segment format v2 (Doris' PLAIN, DICT, RLE,
-//! BIT_SHUFFLE and FOR), chosen per page from the column's type and data:
+//! BIT_SHUFFLE and FOR, and DELTA for sorted runs), chosen per page from the column's type and data:
 //!
 //! | type | choice |
 //! |---|---|
-//! | TINYINT..BIGINT, LARGEINT, DECIMAL, DATE, DATETIME | RLE for long runs, else FOR when the page's range needs fewer bits than the type, else BIT_SHUFFLE |
+//! | TINYINT..BIGINT, LARGEINT, DECIMAL, DATE, DATETIME | DELTA (runs, each value a step from the previous run's) when that takes a quarter less than FOR, RLE for long runs whose steps do not fit 64 bits, else FOR when the page's range needs fewer bits than the type, else BIT_SHUFFLE |
 //! | FLOAT, DOUBLE | RLE for long runs, else BIT_SHUFFLE |
 //! | BOOLEAN | RLE for long runs, else PLAIN (a bitmap) |
 //! | CHAR, VARCHAR, STRING | DICT while a page has at most half as many distinct values as rows, else PLAIN |
@@ -31,16 +31,18 @@ pub enum Encoding {
     Rle = 2,
     BitShuffle = 3,
     For = 4,
+    Delta = 5,
 }
 
 impl Encoding {
     /// Every encoding.
-    pub const ALL: [Encoding; 5] = [
+    pub const ALL: [Encoding; 6] = [
         Encoding::Plain,
         Encoding::Dict,
         Encoding::Rle,
         Encoding::BitShuffle,
         Encoding::For,
+        Encoding::Delta,
     ];
 
     /// The encoding stored as byte `b`.
@@ -59,6 +61,7 @@ impl Encoding {
             Encoding::Rle => "RLE",
             Encoding::BitShuffle => "BIT_SHUFFLE",
             Encoding::For => "FOR",
+            Encoding::Delta => "DELTA",
         }
     }
 }
