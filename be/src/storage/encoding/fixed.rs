@@ -307,15 +307,6 @@ pub fn decode<T: Int>(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buf
                 count.saturating_sub(1),
                 step_bits,
             ))?;
-            let mut values: Vec<i128> = Vec::with_capacity(count);
-            if count > 0 {
-                values.push(first);
-            }
-            let mut acc = first;
-            unpack(steps, step_bits, count.saturating_sub(1), |_, s| {
-                acc = acc.wrapping_add(min_step).wrapping_add(i128::from(s));
-                values.push(acc);
-            })?;
             let len_bits = r.u8()?;
             if len_bits > 32 {
                 return Err(TethysError::Corruption(format!(
@@ -323,22 +314,28 @@ pub fn decode<T: Int>(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buf
                 )));
             }
             let lens = r.take(super::bitpack::packed_len(count, len_bits))?;
-            let mut out: Vec<T> = Vec::with_capacity(n);
-            let mut bad = false;
-            unpack(lens, len_bits, count, |i, l| {
-                let len = l as usize + 1;
-                if out.len() + len > n {
-                    bad = true;
-                    return;
-                }
-                out.extend(std::iter::repeat_n(T::from_i128(values[i]), len));
+            // Run ends first (checked to cover the page exactly), then each
+            // run's value filled in place.
+            let mut ends: Vec<usize> = Vec::with_capacity(count);
+            let mut end = 0usize;
+            unpack(lens, len_bits, count, |_, l| {
+                end = end.saturating_add(l as usize + 1);
+                ends.push(end);
             })?;
-            if bad || out.len() != n {
+            if end != n {
                 return Err(TethysError::Corruption(format!(
-                    "runs cover {} rows of a page of {n}",
-                    out.len()
+                    "runs cover {end} rows of a page of {n}"
                 )));
             }
+            let mut out: Vec<T> = vec![T::default(); n];
+            if count > 0 {
+                out[..ends[0]].fill(T::from_i128(first));
+            }
+            let mut acc = first;
+            unpack(steps, step_bits, count.saturating_sub(1), |i, s| {
+                acc = acc.wrapping_add(min_step).wrapping_add(i128::from(s));
+                out[ends[i]..ends[i + 1]].fill(T::from_i128(acc));
+            })?;
             Ok(Buffer::from_vec(out))
         }
         Encoding::Dict => Err(TethysError::Corruption(
