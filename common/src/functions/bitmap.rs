@@ -262,12 +262,13 @@ impl ScalarUDFImpl for BitmapFn {
         }))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = args
-            .args
-            .iter()
-            .map(|a| a.to_array(n))
-            .collect::<Result<Vec<_>>>()?;
+        object::invoke(&args, |arrays, n| self.run(arrays, n))
+    }
+}
+
+impl BitmapFn {
+    /// The function over `n` rows of argument arrays.
+    fn run(&self, arrays: &[ArrayRef], n: usize) -> Result<ArrayRef> {
         let name = self.name;
         let sets = |i: usize| object::decode_each(name, &arrays[i], decode);
         let out: ArrayRef =
@@ -297,7 +298,7 @@ impl ScalarUDFImpl for BitmapFn {
                 ),
                 Op::Empty => Arc::new(BinaryArray::from_iter_values(std::iter::repeat_n(
                     [EMPTY],
-                    n.max(1),
+                    n,
                 ))),
                 Op::ToString => Arc::new(
                     sets(0)?
@@ -363,15 +364,7 @@ impl ScalarUDFImpl for BitmapFn {
                     )
                 }
             };
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        Ok(if all_scalar && out.len() == 1 {
-            ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&out, 0)?)
-        } else {
-            ColumnarValue::Array(out)
-        })
+        Ok(out)
     }
 }
 

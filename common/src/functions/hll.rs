@@ -337,19 +337,20 @@ impl ScalarUDFImpl for HllFn {
         }))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let all_scalar = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let rows = if all_scalar { 1 } else { n };
+        object::invoke(&args, |arrays, rows| self.run(arrays, rows))
+    }
+}
+
+impl HllFn {
+    /// The function over `rows` rows of argument arrays.
+    fn run(&self, arrays: &[ArrayRef], rows: usize) -> Result<ArrayRef> {
         let out: ArrayRef = match self.op {
             Op::Empty => Arc::new(BinaryArray::from_iter_values(std::iter::repeat_n(
                 [EMPTY],
                 rows,
             ))),
             Op::Hash => {
-                let a = cast(&args.args[0].to_array(rows)?, &DataType::Utf8)?;
+                let a = cast(&arrays[0], &DataType::Utf8)?;
                 Arc::new(BinaryArray::from_iter_values(
                     a.as_string::<i32>().iter().map(|v| {
                         let mut h = Hll::default();
@@ -361,8 +362,7 @@ impl ScalarUDFImpl for HllFn {
                 ))
             }
             Op::Cardinality => {
-                let a = args.args[0].to_array(rows)?;
-                let sketches = object::decode_each(self.name, &a, Hll::decode)?;
+                let sketches = object::decode_each(self.name, &arrays[0], Hll::decode)?;
                 Arc::new(
                     sketches
                         .into_iter()
@@ -371,11 +371,7 @@ impl ScalarUDFImpl for HllFn {
                 )
             }
         };
-        Ok(if all_scalar {
-            ColumnarValue::Scalar(datafusion::common::ScalarValue::try_from_array(&out, 0)?)
-        } else {
-            ColumnarValue::Array(out)
-        })
+        Ok(out)
     }
 }
 

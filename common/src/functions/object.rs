@@ -7,8 +7,9 @@ use std::collections::HashMap;
 
 use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, BinaryBuilder};
 use arrow::datatypes::{DataType, Field, FieldRef};
-use datafusion::common::exec_err;
+use datafusion::common::{ScalarValue, exec_err};
 use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs};
 use roaring::RoaringTreemap;
 
 use super::{bitmap, hll};
@@ -86,6 +87,31 @@ pub(super) fn object_arg(name: &str, kind: ObjectKind, t: &DataType) -> Result<D
             kind.makers()
         ),
     }
+}
+
+/// Runs a scalar function over its arguments as arrays: one row when every
+/// argument is a constant (the result is then a constant too), else the
+/// batch's rows.
+pub(super) fn invoke(
+    args: &ScalarFunctionArgs,
+    f: impl FnOnce(&[ArrayRef], usize) -> Result<ArrayRef>,
+) -> Result<ColumnarValue> {
+    let constant = args
+        .args
+        .iter()
+        .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let rows = if constant { 1 } else { args.number_rows };
+    let arrays = args
+        .args
+        .iter()
+        .map(|a| a.to_array(rows))
+        .collect::<Result<Vec<_>>>()?;
+    let out = f(&arrays, rows)?;
+    Ok(if constant {
+        ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+    } else {
+        ColumnarValue::Array(out)
+    })
 }
 
 /// The type an integer argument is read as: u64 where the source is

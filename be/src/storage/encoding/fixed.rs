@@ -106,7 +106,7 @@ fn frame<T: Int>(vals: &[T], nulls: Option<&NullBuffer>) -> Option<(i128, u8)> {
 /// DELTA parameters of runs: the first value, the smallest step between
 /// consecutive run values, the bits of a step above it and of a run length
 /// minus one; `None` when a step does not fit 64 bits.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct DeltaFrame {
     first: i128,
     min_step: i128,
@@ -207,12 +207,7 @@ pub fn encode<T: Int>(
         }
         Encoding::Delta => {
             let runs = counted.unwrap_or_else(|| runs(vals, nulls));
-            let d = delta.unwrap_or(DeltaFrame {
-                first: 0,
-                min_step: 0,
-                step_bits: 0,
-                len_bits: 0,
-            });
+            let d = delta.unwrap_or_default();
             out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
             out.extend_from_slice(&d.first.to_le_bytes());
             out.extend_from_slice(&d.min_step.to_le_bytes());
