@@ -511,7 +511,6 @@ impl ScanState {
             let (seg, proven) = (&s.seg, &s.proven);
             let (engine, schema, projection) = (&self.engine, &self.schema, &self.projection);
             let tablet_id = self.tablet_id;
-            let table_fields = self.table_schema.arrow_schema();
             // Page `pi` of table column `c`, the part the key range leaves.
             let read_column = |c: usize, dt: &arrow::datatypes::DataType| -> Result<ArrayRef> {
                 let key = PageKey {
@@ -602,6 +601,7 @@ impl ScanState {
             }
             // Rows of this rowset that later DELETEs hold for.
             if let Some(d) = &s.deletes {
+                let table_fields = self.table_schema.arrow_schema();
                 let inputs = d
                     .columns
                     .iter()

@@ -250,7 +250,10 @@ fn write_block(out: &mut impl Write, offset: &mut u64, bytes: &[u8]) -> std::io:
 #[derive(Debug)]
 pub struct Segment {
     path: PathBuf,
-    file: File,
+    /// Opened on the first read: a scan whose pages are all in the page
+    /// cache opens no file (the scan's `ReadLease` keeps the file on disk
+    /// until it is done).
+    file: OnceLock<File>,
     footer: Arc<SegmentFooter>,
     /// The parsed short-key index, read on first use and shared by every
     /// open of the segment through the footer cache.
@@ -330,18 +333,13 @@ impl Segment {
     /// validated it.
     pub fn open_cached(path: &Path, schema: &TableSchema, cache: &FooterCache) -> Result<Segment> {
         match cache.get(path) {
-            Some(c) if c.footer.columns.len() == schema.columns.len() => {
-                let file = File::open(path).map_err(|e| {
-                    TethysError::io(format!("opening segment {}", path.display()), e)
-                })?;
-                Ok(Segment {
-                    path: path.to_path_buf(),
-                    file,
-                    footer: c.footer,
-                    short_key: c.short_key,
-                    id: c.id,
-                })
-            }
+            Some(c) if c.footer.columns.len() == schema.columns.len() => Ok(Segment {
+                path: path.to_path_buf(),
+                file: OnceLock::new(),
+                footer: c.footer,
+                short_key: c.short_key,
+                id: c.id,
+            }),
             _ => {
                 let (mut seg, bytes) = Self::open_sized(path, schema)?;
                 seg.id = cache.put(path, &seg, bytes);
@@ -435,13 +433,23 @@ impl Segment {
         Ok((
             Segment {
                 path: path.to_path_buf(),
-                file,
+                file: OnceLock::from(file),
                 footer: Arc::new(footer),
                 short_key: Arc::default(),
                 id: 0,
             },
             flen as usize,
         ))
+    }
+
+    /// The open file, opened now if this is the first read.
+    fn file(&self) -> Result<&File> {
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        let f = File::open(&self.path)
+            .map_err(|e| TethysError::io(format!("opening segment {}", self.path.display()), e))?;
+        Ok(self.file.get_or_init(|| f))
     }
 
     /// The id of this segment in the page cache (0: not cacheable).
@@ -482,7 +490,7 @@ impl Segment {
             return Err(corrupt(format!("{} bytes", b.len)));
         }
         let mut bytes = vec![0u8; b.len as usize];
-        self.file
+        self.file()?
             .read_exact_at(&mut bytes, b.offset)
             .map_err(|e| TethysError::io(format!("reading segment {}", self.path.display()), e))?;
         if crc32c::crc32c(&bytes) != b.crc {
@@ -511,7 +519,7 @@ impl Segment {
             )));
         }
         let mut bits = vec![0u8; b.len as usize];
-        self.file
+        self.file()?
             .read_exact_at(&mut bits, b.offset)
             .map_err(|e| TethysError::io(format!("reading segment {}", self.path.display()), e))?;
         if crc32c::crc32c(&bits) != b.crc {
@@ -578,7 +586,7 @@ impl Segment {
     pub fn read_raw_page(&self, col: usize, page_idx: usize) -> Result<(Vec<u8>, u64)> {
         let (cm, pm) = self.page_meta(col, page_idx)?;
         let mut stored = vec![0u8; pm.stored_len as usize];
-        self.file
+        self.file()?
             .read_exact_at(&mut stored, pm.offset)
             .map_err(|e| TethysError::io(format!("reading segment {}", self.path.display()), e))?;
         if crc32c::crc32c(&stored) != pm.crc {

@@ -134,11 +134,34 @@ fn compact_in_lists(e: Arc<dyn PhysicalExpr>, max_in: usize) -> Result<Arc<dyn P
     })
 }
 
+/// The values of an IN list of literals as one array. Integer and date keys
+/// (the usual join keys, in lists of up to `MAX_FILTER_KEYS`) are copied
+/// straight into their array, without a `ScalarValue` per key.
 fn literal_values(list: &[Arc<dyn PhysicalExpr>]) -> Option<ArrayRef> {
-    let scalars = list
-        .iter()
-        .map(|e| e.downcast_ref::<Literal>().map(|l| l.value().clone()))
-        .collect::<Option<Vec<_>>>()?;
+    let values = || {
+        list.iter()
+            .map(|e| e.downcast_ref::<Literal>().map(|l| l.value()))
+    };
+    macro_rules! typed {
+        ($variant:ident, $array:ty) => {{
+            let keys = values()
+                .map(|v| match v {
+                    Some(ScalarValue::$variant(k)) => Some(*k),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>();
+            if let Some(keys) = keys {
+                return Some(Arc::new(<$array>::from(keys)));
+            }
+        }};
+    }
+    match values().next().flatten() {
+        Some(ScalarValue::Int32(_)) => typed!(Int32, arrow::array::Int32Array),
+        Some(ScalarValue::Int64(_)) => typed!(Int64, arrow::array::Int64Array),
+        Some(ScalarValue::Date32(_)) => typed!(Date32, arrow::array::Date32Array),
+        _ => {}
+    }
+    let scalars = values().map(|v| v.cloned()).collect::<Option<Vec<_>>>()?;
     ScalarValue::iter_to_array(scalars).ok()
 }
 

@@ -82,6 +82,48 @@ pub fn unpack(buf: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) -> 
     Ok(())
 }
 
+/// Appends `map(value)` for each of the `n` values packed in `buf` (exactly
+/// one packed block), in order, to `out`: `unpack` for decoders that fill a vector,
+/// eight values at a time so the stores need no per-value capacity check.
+pub fn unpack_into<T>(
+    buf: &[u8],
+    bits: u8,
+    n: usize,
+    out: &mut Vec<T>,
+    mut map: impl FnMut(u64) -> T,
+) -> Result<()> {
+    out.reserve(n);
+    if (1..=56).contains(&bits) && buf.len() == packed_len(n, bits) {
+        let append = |vals: &[u64]| out.extend(vals.iter().map(|&v| map(v)));
+        by_width!(bits, unpack_groups, buf, n, append);
+        Ok(())
+    } else {
+        unpack(buf, bits, n, |_, v| out.push(map(v)))
+    }
+}
+
+/// Calls `f` with each group of eight of the `n` values of `B` bits
+/// (B <= 56) unpacked, then with the last, shorter group.
+fn unpack_groups<const B: usize>(buf: &[u8], n: usize, mut f: impl FnMut(&[u64])) {
+    let mask = (1u64 << B) - 1;
+    let groups = n / 8;
+    for g in 0..groups {
+        let chunk = &buf[g * B..g * B + B + 8];
+        let group: [u64; 8] = std::array::from_fn(|j| {
+            let bit = j * B;
+            let at = bit >> 3;
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&chunk[at..at + 8]);
+            (u64::from_le_bytes(w) >> (bit & 7)) & mask
+        });
+        f(&group);
+    }
+    let mut rest = [0u64; 8];
+    let tail = n - groups * 8;
+    unpack_width::<B>(&buf[groups * B..], tail, |i, v| rest[i] = v);
+    f(&rest[..tail]);
+}
+
 /// Calls `$func::<B>(args)` for the runtime width `$bits` when it is in
 /// 1..=56 (the widths an 8-byte load serves).
 macro_rules! by_width {
@@ -161,6 +203,29 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn unpack_into_matches_unpack() {
+        for bits in 0..=64u8 {
+            let mask = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            for n in [0usize, 1, 7, 8, 9, 63, 64, 65, 4064] {
+                let values: Vec<u64> = (0..n as u64)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask)
+                    .collect();
+                let mut buf = Vec::new();
+                pack(&mut buf, values.iter().copied(), bits);
+                let mut out = vec![7u64];
+                unpack_into(&buf, bits, n, &mut out, |v| v).unwrap();
+                assert_eq!(out[0], 7);
+                assert_eq!(&out[1..], &values[..], "{bits} bits, {n} values");
+            }
+        }
+        assert!(unpack_into(&[0u8; 3], 5, 8, &mut Vec::new(), |v| v).is_err());
     }
 
     #[test]

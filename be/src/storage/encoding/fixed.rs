@@ -21,7 +21,7 @@ use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
 use arrow::datatypes::ArrowNativeType;
 use tethys_common::{Result, TethysError};
 
-use super::bitpack::{bits_for, pack, unpack};
+use super::bitpack::{bits_for, pack, unpack, unpack_into};
 use super::bitshuffle::{shuffle, unshuffle};
 use super::{Encoding, Reader};
 
@@ -33,6 +33,11 @@ pub trait Int: ArrowNativeType + Copy + PartialEq {
     fn to_i128(self) -> i128;
     /// Truncating conversion (corrupt input wraps rather than panics).
     fn from_i128(v: i128) -> Self;
+    /// Truncating conversion of a bit-packed delta.
+    fn from_u64(v: u64) -> Self;
+    /// Two's complement addition: the truncation of the `i128` sum, done
+    /// at the value's own width.
+    fn add_wrap(self, other: Self) -> Self;
     fn write_le(self, out: &mut Vec<u8>);
 }
 
@@ -45,6 +50,12 @@ macro_rules! int_impl {
             }
             fn from_i128(v: i128) -> Self {
                 v as $t
+            }
+            fn from_u64(v: u64) -> Self {
+                v as $t
+            }
+            fn add_wrap(self, other: Self) -> Self {
+                self.wrapping_add(other)
             }
             fn write_le(self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
@@ -270,10 +281,12 @@ pub fn decode<T: Int>(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buf
             let reference = r.i128()?;
             let bits = r.u8()?;
             let packed = r.take(super::bitpack::packed_len(n, bits))?;
-            let mut out: Vec<T> = vec![T::default(); n];
-            unpack(packed, bits, n, |i, d| {
-                out[i] = T::from_i128(reference.wrapping_add(i128::from(d)))
-            })?;
+            // Truncation commutes with addition, so the deltas are added
+            // at the value's width; `unpack` yields exactly `n` values in
+            // order, so the vector is filled without zeroing it first.
+            let base = T::from_i128(reference);
+            let mut out: Vec<T> = Vec::with_capacity(n);
+            unpack_into(packed, bits, n, &mut out, |d| base.add_wrap(T::from_u64(d)))?;
             Ok(Buffer::from_vec(out))
         }
         Encoding::Rle => {
@@ -313,23 +326,23 @@ pub fn decode<T: Int>(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buf
             // run's value filled in place.
             let mut ends: Vec<usize> = Vec::with_capacity(count);
             let mut end = 0usize;
-            unpack(lens, len_bits, count, |_, l| {
+            unpack_into(lens, len_bits, count, &mut ends, |l| {
                 end = end.saturating_add(l as usize + 1);
-                ends.push(end);
+                end
             })?;
             if end != n {
                 return Err(TethysError::Corruption(format!(
                     "runs cover {end} rows of a page of {n}"
                 )));
             }
-            let mut out: Vec<T> = vec![T::default(); n];
+            let mut out: Vec<T> = Vec::with_capacity(n);
             if count > 0 {
-                out[..ends[0]].fill(T::from_i128(first));
+                out.extend(std::iter::repeat_n(T::from_i128(first), ends[0]));
             }
-            let mut acc = first;
+            let (mut acc, step) = (T::from_i128(first), T::from_i128(min_step));
             unpack(steps, step_bits, count.saturating_sub(1), |i, s| {
-                acc = acc.wrapping_add(min_step).wrapping_add(i128::from(s));
-                out[ends[i]..ends[i + 1]].fill(T::from_i128(acc));
+                acc = acc.add_wrap(step).add_wrap(T::from_u64(s));
+                out.extend(std::iter::repeat_n(acc, ends[i + 1] - ends[i]));
             })?;
             Ok(Buffer::from_vec(out))
         }
@@ -356,9 +369,9 @@ fn read_runs<'a>(r: &mut Reader<'a>, n: usize, w: usize) -> Result<(&'a [u8], Ve
     let packed = r.take(super::bitpack::packed_len(count, bits))?;
     let mut lengths = Vec::with_capacity(count);
     let mut total = 0u64;
-    unpack(packed, bits, count, |_, l| {
+    unpack_into(packed, bits, count, &mut lengths, |l| {
         total += l;
-        lengths.push(l as u32);
+        l as u32
     })?;
     if total != n as u64 {
         return Err(TethysError::Corruption(format!(

@@ -19,7 +19,7 @@ use arrow::buffer::{Buffer, NullBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Int32Type};
 use tethys_common::{Result, TethysError};
 
-use super::bitpack::{bits_for, pack, packed_len, unpack};
+use super::bitpack::{bits_for, pack, packed_len, unpack_into};
 use super::{Encoding, Reader};
 
 /// Appends a PLAIN block of `values`.
@@ -53,9 +53,9 @@ fn read_plain_as(
     let mut offsets = Vec::with_capacity(n + 1);
     offsets.push(0i32);
     let mut end = 0u64;
-    unpack(packed, bits, n, |_, len| {
+    unpack_into(packed, bits, n, &mut offsets, |len| {
         end = end.saturating_add(len);
-        offsets.push(end.min(i32::MAX as u64) as i32);
+        end.min(i32::MAX as u64) as i32
     })?;
     if end > i32::MAX as u64 {
         return Err(TethysError::Corruption(format!(
@@ -181,14 +181,16 @@ pub fn decode(
             }
             let values = read_plain(r, entries, None)?;
             let bits = r.u8()?;
+            // Codes index at most `n` entries, so they fit in 31 bits.
+            if bits > 31 {
+                return Err(TethysError::Corruption(format!(
+                    "dictionary codes of {bits} bits"
+                )));
+            }
             let packed = r.take(packed_len(n, bits))?;
             let mut codes = Vec::with_capacity(n);
-            let mut bad = false;
-            unpack(packed, bits, n, |_, c| {
-                bad |= c >= entries as u64;
-                codes.push(c as i32);
-            })?;
-            if bad {
+            unpack_into(packed, bits, n, &mut codes, |c| c as i32)?;
+            if codes.iter().any(|&c| c as usize >= entries) {
                 return Err(TethysError::Corruption(
                     "dictionary code out of range".into(),
                 ));
