@@ -62,7 +62,14 @@ pub fn unpack(buf: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) -> 
     match bits {
         0 => (0..n).for_each(|i| f(i, 0)),
         1..=56 => {
-            by_width!(bits, unpack_width, buf, n, f);
+            let mut i = 0;
+            let each = |vals: &[u64]| {
+                for &v in vals {
+                    f(i, v);
+                    i += 1;
+                }
+            };
+            by_width!(bits, unpack_groups, buf, n, each);
         }
         _ => {
             let mask = if bits == 64 {
@@ -103,24 +110,28 @@ pub fn unpack_into<T>(
 }
 
 /// Calls `f` with each group of eight of the `n` values of `B` bits
-/// (B <= 56) unpacked, then with the last, shorter group.
+/// (B <= 56) unpacked, then with the last, shorter group. Eight values fill
+/// exactly `B` bytes, so with `B` known at compile time every offset inside
+/// a group is a constant and the bounds are checked once per group.
 fn unpack_groups<const B: usize>(buf: &[u8], n: usize, mut f: impl FnMut(&[u64])) {
     let mask = (1u64 << B) - 1;
+    // Value `j` of the group starting at `chunk`.
+    let value = |chunk: &[u8], j: usize| {
+        let bit = j * B;
+        let at = bit >> 3;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&chunk[at..at + 8]);
+        (u64::from_le_bytes(w) >> (bit & 7)) & mask
+    };
     let groups = n / 8;
     for g in 0..groups {
         let chunk = &buf[g * B..g * B + B + 8];
-        let group: [u64; 8] = std::array::from_fn(|j| {
-            let bit = j * B;
-            let at = bit >> 3;
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&chunk[at..at + 8]);
-            (u64::from_le_bytes(w) >> (bit & 7)) & mask
-        });
+        let group: [u64; 8] = std::array::from_fn(|j| value(chunk, j));
         f(&group);
     }
-    let mut rest = [0u64; 8];
     let tail = n - groups * 8;
-    unpack_width::<B>(&buf[groups * B..], tail, |i, v| rest[i] = v);
+    let chunk = &buf[groups * B..];
+    let rest: [u64; 8] = std::array::from_fn(|j| if j < tail { value(chunk, j) } else { 0 });
     f(&rest[..tail]);
 }
 
@@ -145,31 +156,6 @@ macro_rules! by_width {
 }
 use by_width;
 
-/// Unpacks `n` values of `B` bits (B <= 56). Groups of eight values fill
-/// exactly `B` bytes, so with `B` known at compile time every offset inside
-/// a group is a constant and the bounds are checked once per group.
-fn unpack_width<const B: usize>(buf: &[u8], n: usize, mut f: impl FnMut(usize, u64)) {
-    let mask = (1u64 << B) - 1;
-    let groups = n / 8;
-    for g in 0..groups {
-        let chunk = &buf[g * B..g * B + B + 8];
-        for j in 0..8 {
-            let bit = j * B;
-            let at = bit >> 3;
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&chunk[at..at + 8]);
-            f(g * 8 + j, (u64::from_le_bytes(w) >> (bit & 7)) & mask);
-        }
-    }
-    for i in groups * 8..n {
-        let bit = i * B;
-        let at = bit >> 3;
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&buf[at..at + 8]);
-        f(i, (u64::from_le_bytes(w) >> (bit & 7)) & mask);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,18 +167,19 @@ mod tests {
         Ok(out)
     }
 
+    /// `n` scattered values of `bits` bits.
+    fn sample(bits: u8, n: usize) -> Vec<u64> {
+        let mask = u64::MAX.checked_shr(64 - u32::from(bits)).unwrap_or(0);
+        (0..n as u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask)
+            .collect()
+    }
+
     #[test]
     fn every_width_round_trips() {
         for bits in 0..=64u8 {
-            let mask = if bits == 64 {
-                u64::MAX
-            } else {
-                (1u64 << bits) - 1
-            };
             for n in [0usize, 1, 7, 8, 63, 64, 65, 1000] {
-                let values: Vec<u64> = (0..n as u64)
-                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask)
-                    .collect();
+                let values = sample(bits, n);
                 let mut buf = vec![0xAB];
                 pack(&mut buf, values.iter().copied(), bits);
                 assert_eq!(buf.len(), 1 + packed_len(n, bits));
@@ -208,15 +195,8 @@ mod tests {
     #[test]
     fn unpack_into_matches_unpack() {
         for bits in 0..=64u8 {
-            let mask = if bits == 64 {
-                u64::MAX
-            } else {
-                (1u64 << bits) - 1
-            };
             for n in [0usize, 1, 7, 8, 9, 63, 64, 65, 4064] {
-                let values: Vec<u64> = (0..n as u64)
-                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask)
-                    .collect();
+                let values = sample(bits, n);
                 let mut buf = Vec::new();
                 pack(&mut buf, values.iter().copied(), bits);
                 let mut out = vec![7u64];

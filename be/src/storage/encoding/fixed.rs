@@ -282,7 +282,7 @@ pub fn decode<T: Int>(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buf
             let bits = r.u8()?;
             let packed = r.take(super::bitpack::packed_len(n, bits))?;
             // Truncation commutes with addition, so the deltas are added
-            // at the value's width; `unpack` yields exactly `n` values in
+            // at the value's width; `unpack_into` yields exactly `n` values in
             // order, so the vector is filled without zeroing it first.
             let base = T::from_i128(reference);
             let mut out: Vec<T> = Vec::with_capacity(n);
