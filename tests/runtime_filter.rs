@@ -253,3 +253,118 @@ async fn runtime_filter_of_a_join_on_keys_from_two_tables_reaches_the_scan() {
     );
     assert!(plan.contains("other join predicates: amount@"), "{plan}");
 }
+
+/// The `RowsProduced` an EXPLAIN ANALYZE plan shows on `table`'s
+/// scan node.
+fn rows_produced(plan: &str, table: &str) -> u64 {
+    let scan = plan
+        .split("VOlapScanNode")
+        .find(|s| s.contains(&format!("TABLE: {table}")))
+        .unwrap_or_else(|| panic!("no scan of {table}: {plan}"));
+    scan.lines()
+        .find_map(|l| l.trim().strip_prefix("RowsProduced: "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no RowsProduced on {table}: {plan}"))
+}
+
+/// Each form of a join's key set drops probe rows in the backend scan: an
+/// IN list for a few sparse keys, a bitmap for integers in a narrow range,
+/// a bloom filter beyond `runtime_filter_max_in_num`, and a partitioned
+/// join's filter (one per build partition) applied as the set of all its
+/// keys. The answers match those without runtime filters.
+#[tokio::test]
+async fn every_key_set_form_drops_probe_rows_in_the_scan() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    for s in [
+        "CREATE DATABASE rf3",
+        "USE rf3",
+        "CREATE TABLE fact (id BIGINT NOT NULL, sparse BIGINT, v INT) \
+         DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 3",
+        "CREATE TABLE dim (id BIGINT NOT NULL, sparse BIGINT, tag VARCHAR(8)) \
+         DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
+    ] {
+        c.query_drop(s).await.expect(s);
+    }
+    let fact: Vec<String> = (0..20_000i64)
+        .map(|i| format!("({i}, {}, {})", i * 1_000_003, i % 7))
+        .collect();
+    c.query_drop(format!("INSERT INTO fact VALUES {}", fact.join(",")))
+        .await
+        .expect("fact");
+    // Tag 'few': ten ids spread over the whole range; 'dense': the even ids
+    // of 5000..5999; everything else 'other'.
+    let dim: Vec<String> = (0..20_000i64)
+        .map(|i| {
+            let tag = if i % 2000 == 7 {
+                "few"
+            } else if (5000..6000).contains(&i) && i % 2 == 0 {
+                "dense"
+            } else {
+                "other"
+            };
+            format!("({i}, {}, '{tag}')", i * 1_000_003)
+        })
+        .collect();
+    c.query_drop(format!("INSERT INTO dim VALUES {}", dim.join(",")))
+        .await
+        .expect("dim");
+
+    let few = "SELECT count(*), sum(f.v) FROM fact f JOIN dim d ON f.sparse = d.sparse \
+               WHERE d.tag = 'few'";
+    let dense = "SELECT count(*), sum(f.v) FROM fact f JOIN dim d ON f.id = d.id \
+                 WHERE d.tag = 'dense'";
+    let mut want = vec![];
+    c.query_drop("SET runtime_filter_mode = 'OFF'")
+        .await
+        .expect("off");
+    for q in [few, dense] {
+        want.push(rows(&mut c, q).await);
+    }
+    let sum = |ids: &mut dyn Iterator<Item = i64>| {
+        let ids: Vec<i64> = ids.collect();
+        format!("{}|{}", ids.len(), ids.iter().map(|i| i % 7).sum::<i64>())
+    };
+    assert_eq!(
+        want[0],
+        vec![sum(&mut (0..20_000).filter(|i| i % 2000 == 7))]
+    );
+    assert_eq!(want[1], vec![sum(&mut (5000..6000).filter(|i| i % 2 == 0))]);
+    c.query_drop("SET runtime_filter_mode = 'GLOBAL'")
+        .await
+        .expect("on");
+
+    let analyze = async |c: &mut Conn, q: &str, want: &Vec<String>| {
+        assert_eq!(&rows(c, q).await, want, "{q}");
+        rows(c, &format!("EXPLAIN ANALYZE {q}")).await.join("\n")
+    };
+    // Ten sparse keys: an exact IN list, only the ten matching rows leave
+    // the scan.
+    let plan = analyze(&mut c, few, &want[0]).await;
+    assert!(plan.contains("INNER JOIN(BROADCAST)"), "{plan}");
+    assert_eq!(rows_produced(&plan, "rf3.fact"), 10, "{plan}");
+    // 500 keys within 1000 values: an exact bitmap.
+    let plan = analyze(&mut c, dense, &want[1]).await;
+    assert_eq!(rows_produced(&plan, "rf3.fact"), 500, "{plan}");
+    // More keys than runtime_filter_max_in_num: a bloom filter, which lets a
+    // few rows through that the join then drops.
+    c.query_drop("SET runtime_filter_max_in_num = 4")
+        .await
+        .expect("max in");
+    let plan = analyze(&mut c, few, &want[0]).await;
+    let n = rows_produced(&plan, "rf3.fact");
+    assert!((10..100).contains(&n), "{n}: {plan}");
+    c.query_drop("SET runtime_filter_max_in_num = 1024")
+        .await
+        .expect("max in");
+    // A partitioned join: its filter routes probe rows to each build
+    // partition's keys by hash; the scan applies the set of all of them.
+    c.query_drop("SET broadcast_row_count_limit = 0")
+        .await
+        .expect("partitioned");
+    for (q, want, n) in [(few, &want[0], 10), (dense, &want[1], 500)] {
+        let plan = analyze(&mut c, q, want).await;
+        assert!(plan.contains("INNER JOIN(PARTITIONED)"), "{plan}");
+        assert_eq!(rows_produced(&plan, "rf3.fact"), n, "{plan}");
+    }
+}

@@ -116,6 +116,9 @@ static VARS: &[VarDef] = &[
     v("runtime_filter_mode", "GLOBAL", Kind::Str),
     v("runtime_filter_max_in_num", "1024", Kind::Int),
     v("runtime_filter_wait_time_ms", "1000", Kind::Int),
+    // Doris' default is 30000000; on a few cores a partitioned join of more
+    // rows builds its hash tables in parallel, which pays off sooner.
+    v("broadcast_row_count_limit", "1048576", Kind::Int),
     v("enable_nereids_planner", "true", Kind::Bool),
     v("group_commit", "off_mode", Kind::Str),
 ];
@@ -261,6 +264,14 @@ impl Variables {
         self.get("runtime_filter_wait_time_ms")
             .and_then(|v| v.parse().ok())
             .unwrap_or(1000)
+    }
+
+    /// Join build sides of at most this many rows are broadcast (one hash
+    /// table per join); bigger ones are partitioned by the join keys.
+    pub fn broadcast_row_count_limit(&self) -> usize {
+        self.get("broadcast_row_count_limit")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1 << 20)
     }
 
     pub fn parallelism(&self) -> usize {

@@ -89,6 +89,7 @@ pub(crate) fn transparent(plan: &Arc<dyn ExecutionPlan>) -> bool {
             | "RepartitionExec"
             | "CoalesceBatchesExec"
             | "CooperativeExec"
+            | "BuildKeysExec"
     )
 }
 

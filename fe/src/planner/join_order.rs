@@ -20,7 +20,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 
 use super::remote::BeFragmentExec;
 
@@ -63,6 +63,46 @@ impl PhysicalOptimizerRule for BuildSmallerSide {
 
     fn name(&self) -> &str {
         "tethys_build_smaller_side"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// Partitions the broadcast joins whose build side is estimated at more
+/// rows than `broadcast_row_count_limit` (DataFusion's
+/// `hash_join_single_partition_threshold_rows`, which `JoinSelection`
+/// ignores when it knows the build side's byte size). Runs after
+/// `JoinSelection` and before `EnforceDistribution`, which then hashes both
+/// inputs on the join keys.
+#[derive(Debug, Default)]
+pub struct BroadcastRowLimit;
+
+impl PhysicalOptimizerRule for BroadcastRowLimit {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let limit = config.optimizer.hash_join_single_partition_threshold_rows as f64;
+        rewrite_hash_joins(plan, |j| {
+            if *j.partition_mode() != PartitionMode::CollectLeft
+                || j.null_aware
+                || estimate_rows(j.left()) <= limit
+            {
+                return Ok(None);
+            }
+            Ok(Some(
+                j.builder()
+                    .with_partition_mode(PartitionMode::Partitioned)
+                    .build_exec()?,
+            ))
+        })
+    }
+
+    fn name(&self) -> &str {
+        "tethys_broadcast_row_limit"
     }
 
     fn schema_check(&self) -> bool {

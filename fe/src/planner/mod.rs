@@ -6,6 +6,7 @@
 //! [`remote::BeFragmentExec`]: the part of the plan that runs on backends
 //! (scan, filter, projection), serialized and sent over Arrow Flight.
 
+pub mod build_keys;
 pub mod explain;
 pub mod join_keys;
 pub mod join_order;
@@ -74,9 +75,9 @@ pub struct StatementCtx {
 
 /// DataFusion's physical optimizer rules with Tethys' own: colocated
 /// aggregations finished on the backends first, the build-side choice
-/// before `JoinSelection`, hash keys a runtime filter can push down after
-/// it, and the partial aggregation pushed into backend
-/// fragments at the end.
+/// before `JoinSelection`, hash keys a runtime filter can push down and the
+/// broadcast row limit after it, the runtime filters' key collection, and
+/// the partial aggregation pushed into backend fragments at the end.
 fn physical_rules()
 -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
@@ -87,8 +88,9 @@ fn physical_rules()
     rules.insert(at, Arc::new(join_order::BuildSmallerSide));
     // After JoinSelection (at + 1) has fixed the probe sides.
     rules.insert(at + 2, Arc::new(join_keys::KeyOnOneProbeInput));
+    rules.insert(at + 3, Arc::new(join_order::BroadcastRowLimit));
     rules.insert(0, Arc::new(FinishColocatedAggOnBackend));
-    rules.push(Arc::new(runtime_filter::PruneUselessRuntimeFilters));
+    rules.push(Arc::new(runtime_filter::PlanRuntimeFilters));
     rules.push(Arc::new(PushPartialAggToBackend));
     rules
 }
@@ -122,17 +124,18 @@ pub fn statement_context(
     config.options_mut().sql_parser.default_null_ordering = "nulls_min".into();
     let opts = config.options_mut();
     // Joins publish their build keys for the probe scans (runtime filters):
-    // an IN list (a bloom filter beyond runtime_filter_max_in_num) for up to
-    // MAX_FILTER_KEYS keys, only the key bounds beyond.
+    // DataFusion's filter gives the key bounds and a lookup into the join's
+    // hash table (never an IN list, built a literal per key); the key set
+    // the backends test comes from `build_keys`.
     opts.optimizer.enable_join_dynamic_filter_pushdown = vars.runtime_filters();
-    opts.optimizer.hash_join_inlist_pushdown_max_distinct_values = runtime_filter::MAX_FILTER_KEYS;
-    opts.optimizer.hash_join_inlist_pushdown_max_size = runtime_filter::MAX_FILTER_KEYS * 64;
-    // Broadcast (collect) build sides up to this size, as Doris broadcasts
-    // small tables: one hash table, one runtime filter per join.
+    opts.optimizer.hash_join_inlist_pushdown_max_distinct_values = 0;
+    // Broadcast (collect) build sides up to this size and row count
+    // (`broadcast_row_count_limit`), as Doris broadcasts small tables: one
+    // hash table, one runtime filter per join.
     opts.optimizer.hash_join_single_partition_threshold = 32 << 20;
     // Build sides are chosen by `join_order::BuildSmallerSide`.
     opts.optimizer.join_reordering = false;
-    opts.optimizer.hash_join_single_partition_threshold_rows = 1 << 20;
+    opts.optimizer.hash_join_single_partition_threshold_rows = vars.broadcast_row_count_limit();
     let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
         .with_memory_limit(vars.exec_mem_limit(), 1.0)
         .build_arc()

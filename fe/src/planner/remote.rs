@@ -3,6 +3,7 @@
 //! as datafusion-proto bytes over Arrow Flight, and streams the batches back.
 //! Output partition `i` is partition `k` of one backend's fragment.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ use tethys_common::TethysError;
 use tethys_common::plan::{FragmentProfile, TethysCodec};
 use tethys_proto::ExecFragmentRequest;
 
+use super::build_keys::BuildKeys;
 use super::{StatementCtx, runtime_filter};
 use crate::catalog::BackendInfo;
 use crate::frontend::Frontend;
@@ -65,6 +67,9 @@ pub struct BeFragmentExec {
     /// Joins' dynamic filters on this scan's columns (runtime filters),
     /// applied on the backends once the joins' build sides are complete.
     runtime_filters: Vec<Arc<dyn PhysicalExpr>>,
+    /// The build keys of the joins publishing `runtime_filters`, by filter
+    /// expression id: the key sets the backends test come from these.
+    build_keys: HashMap<u64, Arc<BuildKeys>>,
     /// The runtime filters' value as first taken, shared by all partitions:
     /// bitmaps and bloom filters are built once per scan, not per partition.
     applied: Arc<tokio::sync::OnceCell<Option<Arc<dyn PhysicalExpr>>>>,
@@ -100,27 +105,29 @@ impl BeFragmentExec {
             stmt,
             properties,
             runtime_filters: vec![],
+            build_keys: HashMap::new(),
             applied: Default::default(),
             profile: Default::default(),
         }
     }
 
-    /// A copy without the runtime filters whose expression ids are in `ids`;
-    /// `None` when it has none of them.
-    pub fn without_runtime_filters(
+    /// A copy without the runtime filters whose expression ids are in
+    /// `drop`, taking the keys of the joins publishing the others from
+    /// `build_keys`.
+    pub fn planned_runtime_filters(
         &self,
-        ids: &std::collections::HashSet<u64>,
-    ) -> Option<BeFragmentExec> {
+        drop: &HashSet<u64>,
+        build_keys: HashMap<u64, Arc<BuildKeys>>,
+    ) -> BeFragmentExec {
         let keep: Vec<_> = self
             .runtime_filters
             .iter()
-            .filter(|f| !f.expression_id().is_some_and(|id| ids.contains(&id)))
+            .filter(|f| !f.expression_id().is_some_and(|id| drop.contains(&id)))
             .cloned()
             .collect();
-        if keep.len() == self.runtime_filters.len() {
-            return None;
-        }
-        Some(self.with_runtime_filters(keep))
+        let mut out = self.with_runtime_filters(keep);
+        out.build_keys = build_keys;
+        out
     }
 
     /// A copy applying `filters` as its runtime filters.
@@ -133,6 +140,7 @@ impl BeFragmentExec {
             self.stmt.clone(),
         );
         out.runtime_filters = filters;
+        out.build_keys = self.build_keys.clone();
         out
     }
 
@@ -174,6 +182,7 @@ impl BeFragmentExec {
         );
         // The filters read scan columns, and are added right above the scan.
         out.runtime_filters = self.runtime_filters.clone();
+        out.build_keys = self.build_keys.clone();
         Ok(out)
     }
 
@@ -364,6 +373,8 @@ impl ExecutionPlan for BeFragmentExec {
         };
         let client = self.fe.pool.get(&be)?;
         let runtime_filters = self.runtime_filters.clone();
+        let build_keys = self.build_keys.clone();
+        let scan_schema = self.schema.clone();
         let applied = self.applied.clone();
         let max_in = self.stmt.runtime_filter_max_in;
         let wait = std::time::Duration::from_millis(self.stmt.runtime_filter_wait_ms);
@@ -375,7 +386,12 @@ impl ExecutionPlan for BeFragmentExec {
             let filter = applied
                 .get_or_try_init(|| async {
                     runtime_filter::wait_complete(&runtime_filters, wait).await;
-                    runtime_filter::current_filter(&runtime_filters, max_in)
+                    runtime_filter::current_filter(
+                        &runtime_filters,
+                        &build_keys,
+                        &scan_schema,
+                        max_in,
+                    )
                 })
                 .await?;
             let plan = match filter {

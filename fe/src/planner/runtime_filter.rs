@@ -10,15 +10,18 @@
 //! prunes segments and pages with the bounds (zone maps) and drops rows
 //! before they are sent to the FE.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::ArrayRef;
+use arrow::datatypes::Schema;
 use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
-use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, InListExpr, Literal};
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, CaseExpr, DynamicFilterPhysicalExpr, Literal, lit,
+};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, conjunction, split_conjunction};
 use datafusion::physical_expr_common::physical_expr::snapshot_physical_expr;
@@ -26,20 +29,13 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::joins::{HashExpr, HashJoinExec, HashTableLookupExpr};
 use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
-use tethys_common::plan::{BitmapFilterExpr, BloomFilterExpr, OlapScanExec, TethysCodec};
+use tethys_common::plan::{OlapScanExec, TethysCodec};
 
+use super::build_keys::{BuildKeys, BuildKeysExec};
 use super::remote::BeFragmentExec;
 
-/// Build sides with up to this many distinct keys give an IN list (or bloom
-/// filter); bigger ones give only the key bounds.
-pub const MAX_FILTER_KEYS: usize = 1 << 18;
-
-/// The filter the fragment's scan should apply now: every accepted runtime
-/// filter as it currently stands, IN lists of more than `max_in` values
-/// turned into bloom filters, and parts that are trivially true or cannot be
-/// sent to a backend left out. `None` when nothing is left.
 /// Waits, at most `wait`, for the joins publishing `filters` to have built
 /// them. A probe scan is polled only after its own join's build side is
 /// complete, but a scan under another join's build side (TPC-H q18: orders,
@@ -64,105 +60,94 @@ pub async fn wait_complete(filters: &[Arc<dyn PhysicalExpr>], wait: std::time::D
     let _ = tokio::time::timeout(wait, all).await;
 }
 
+/// The filter the fragment's scan should apply now: every accepted runtime
+/// filter as it currently stands, with the joins' hash-table lookups
+/// replaced by the key sets collected from their build sides (`build_keys`,
+/// by filter id; a bitmap, an IN list of up to `max_in` values or a bloom
+/// filter), and parts that are trivially true or cannot be sent to a
+/// backend left out. `None` when nothing is left.
 pub fn current_filter(
     filters: &[Arc<dyn PhysicalExpr>],
+    build_keys: &HashMap<u64, Arc<BuildKeys>>,
+    schema: &Schema,
     max_in: usize,
 ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
     let mut parts: Vec<Arc<dyn PhysicalExpr>> = vec![];
     for f in filters {
-        let now = snapshot_physical_expr(f.clone())?;
+        let keys = f
+            .expression_id()
+            .and_then(|id| build_keys.get(&id))
+            .filter(|k| k.complete());
+        let now = with_collected_keys(snapshot_physical_expr(f.clone())?, keys, schema, max_in)?;
         for c in split_conjunction(&now) {
             if is_true(c) {
                 continue;
             }
-            let c = compact_in_lists(c.clone(), max_in)?;
-            if serialize_physical_expr(&c, &TethysCodec).is_ok() {
-                parts.push(c);
+            if serialize_physical_expr(c, &TethysCodec).is_ok() {
+                parts.push(c.clone());
             }
         }
     }
     Ok((!parts.is_empty()).then(|| conjunction(parts)))
 }
 
+/// Replaces the parts of a join's dynamic filter that only the FE can
+/// evaluate by what the collected build keys give the backends: a lookup
+/// into the join's hash table becomes the keys' bitmap, IN list or bloom
+/// filter; a partitioned join's per-partition filters (`CASE
+/// hash(key) % n WHEN i THEN ...`) become the bounds and set of all its
+/// keys, which every branch implies. Without collected keys both become
+/// `true` (no filter), which is always correct.
+fn with_collected_keys(
+    e: Arc<dyn PhysicalExpr>,
+    keys: Option<&Arc<BuildKeys>>,
+    schema: &Schema,
+    max_in: usize,
+) -> Result<Arc<dyn PhysicalExpr>> {
+    Ok(e.transform_down(|e| {
+        if let Some(lookup) = e.downcast_ref::<HashTableLookupExpr>() {
+            let probe: Vec<_> = lookup.children().into_iter().cloned().collect();
+            let m = keys.and_then(|k| k.membership(&probe, schema, max_in));
+            return Ok(Transformed::new(
+                m.unwrap_or_else(|| lit(true)),
+                true,
+                TreeNodeRecursion::Jump,
+            ));
+        }
+        if let Some(case) = e.downcast_ref::<CaseExpr>()
+            && let Some(probe) = case.expr().and_then(partition_routing_keys)
+        {
+            // An ELSE of `true` means some partition's keys are unknown.
+            let known = case.else_expr().is_none_or(|e| !is_true(e));
+            let filter = keys.filter(|_| known).and_then(|k| {
+                let parts: Vec<_> = [k.bounds(&probe), k.membership(&probe, schema, max_in)]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                (!parts.is_empty()).then(|| conjunction(parts))
+            });
+            return Ok(Transformed::new(
+                filter.unwrap_or_else(|| lit(true)),
+                true,
+                TreeNodeRecursion::Jump,
+            ));
+        }
+        Ok(Transformed::no(e))
+    })?
+    .data)
+}
+
+/// The join keys a partitioned join's dynamic filter routes probe rows by
+/// (`hash(keys) % n`), when `e` is that routing expression.
+fn partition_routing_keys(e: &Arc<dyn PhysicalExpr>) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
+    let b = e.downcast_ref::<BinaryExpr>()?;
+    let hash = b.left().downcast_ref::<HashExpr>()?;
+    (*b.op() == Operator::Modulo).then(|| hash.on_columns().to_vec())
+}
+
 fn is_true(e: &Arc<dyn PhysicalExpr>) -> bool {
     e.downcast_ref::<Literal>()
         .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(true)))
-}
-
-/// Replaces IN lists by cheaper tests of the same keys: a bitmap when the
-/// keys are integers in a range not much wider than the list (exact, one bit
-/// load per row), else a bloom filter when the list has more than `max_in`
-/// values.
-fn compact_in_lists(e: Arc<dyn PhysicalExpr>, max_in: usize) -> Result<Arc<dyn PhysicalExpr>> {
-    // Not `transform_up`: that would visit every literal of a list of a
-    // quarter million keys; an IN list's own children are never rewritten.
-    let Some(list) = e.downcast_ref::<InListExpr>() else {
-        let children = e.children();
-        if children.is_empty() {
-            return Ok(e);
-        }
-        let mut changed = false;
-        let mut new_children = Vec::with_capacity(children.len());
-        for c in children {
-            let n = compact_in_lists(c.clone(), max_in)?;
-            changed |= !Arc::ptr_eq(&n, c);
-            new_children.push(n);
-        }
-        return if changed {
-            e.with_new_children(new_children)
-        } else {
-            Ok(e)
-        };
-    };
-    if list.negated() {
-        return Ok(e);
-    }
-    let Some(values) = literal_values(list.list()) else {
-        return Ok(e);
-    };
-    if let Some(b) = BitmapFilterExpr::build(list.expr().clone(), &values)
-        && b.wire_len() <= (64 << 10).max(16 * list.len())
-    {
-        return Ok(Arc::new(b));
-    }
-    if list.len() <= max_in {
-        return Ok(e);
-    }
-    Ok(match BloomFilterExpr::build(list.expr().clone(), &values) {
-        Some(b) => Arc::new(b),
-        None => e,
-    })
-}
-
-/// The values of an IN list of literals as one array. Integer and date keys
-/// (the usual join keys, in lists of up to `MAX_FILTER_KEYS`) are copied
-/// straight into their array, without a `ScalarValue` per key.
-fn literal_values(list: &[Arc<dyn PhysicalExpr>]) -> Option<ArrayRef> {
-    let values = || {
-        list.iter()
-            .map(|e| e.downcast_ref::<Literal>().map(|l| l.value()))
-    };
-    macro_rules! typed {
-        ($variant:ident, $array:ty) => {{
-            let keys = values()
-                .map(|v| match v {
-                    Some(ScalarValue::$variant(k)) => Some(*k),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>();
-            if let Some(keys) = keys {
-                return Some(Arc::new(<$array>::from(keys)));
-            }
-        }};
-    }
-    match values().next().flatten() {
-        Some(ScalarValue::Int32(_)) => typed!(Int32, arrow::array::Int32Array),
-        Some(ScalarValue::Int64(_)) => typed!(Int64, arrow::array::Int64Array),
-        Some(ScalarValue::Date32(_)) => typed!(Date32, arrow::array::Date32Array),
-        _ => {}
-    }
-    let scalars = values().map(|v| v.cloned()).collect::<Option<Vec<_>>>()?;
-    ScalarValue::iter_to_array(scalars).ok()
 }
 
 /// Adds `filter` (over the scan's output columns) to the filter directly
@@ -208,59 +193,95 @@ fn fits(filter: &Arc<dyn PhysicalExpr>, scan: &Arc<dyn ExecutionPlan>) -> bool {
     })
 }
 
-/// Keeps only the runtime filters of hash joins, and drops those of joins
-/// whose build side reads whole tables:
-/// their keys are every key the table has, so the filter would cost a check
-/// per probe row and drop nothing (Doris prunes these too). Runs after
-/// DataFusion has pushed the dynamic filters down; a join whose filter no
-/// scan holds does not compute it.
+/// Plans the runtime filters. Keeps only those of hash joins, and drops
+/// those of joins whose build side reads whole tables: their keys are every
+/// key the table has, so the filter would cost a check per probe row and
+/// drop nothing (Doris prunes these too). For each join whose filter a
+/// backend scan holds, puts a [`BuildKeysExec`] over the build side and
+/// gives the scan its [`BuildKeys`], from which the filter's key set is
+/// built. Runs after DataFusion has pushed the dynamic filters down; a join
+/// whose filter no scan holds does not compute it.
 #[derive(Debug, Default)]
-pub struct PruneUselessRuntimeFilters;
+pub struct PlanRuntimeFilters;
 
-impl PhysicalOptimizerRule for PruneUselessRuntimeFilters {
+impl PhysicalOptimizerRule for PlanRuntimeFilters {
     fn optimize(
         &self,
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        // The join filters worth applying.
-        let mut useful = HashSet::new();
+        // The join filters worth applying, with their key collectors.
+        let mut useful: HashMap<u64, Arc<BuildKeys>> = HashMap::new();
         plan.apply(|p| {
             if let Some(j) = p.downcast_ref::<HashJoinExec>()
                 && !reads_whole_tables(j.left())
             {
-                useful.extend(
-                    j.dynamic_expressions_produced()
-                        .iter()
-                        .filter_map(|d| d.expression_id()),
-                );
+                let exprs: Vec<_> = j.on().iter().map(|(l, _)| l.clone()).collect();
+                let keys = Arc::new(BuildKeys::try_new(exprs, &j.left().schema())?);
+                for id in j
+                    .dynamic_expressions_produced()
+                    .iter()
+                    .filter_map(|d| d.expression_id())
+                {
+                    useful.insert(id, keys.clone());
+                }
             }
             Ok(TreeNodeRecursion::Continue)
         })?;
+        // Bottom-up: a join's probe-side scans come before the join.
+        let mut held = HashSet::new();
         Ok(plan
             .transform_up(|p| {
+                if let Some(j) = p.downcast_ref::<HashJoinExec>() {
+                    let Some(keys) = j
+                        .dynamic_expressions_produced()
+                        .iter()
+                        .filter_map(|d| d.expression_id())
+                        .filter(|id| held.contains(id))
+                        .find_map(|id| useful.get(&id))
+                    else {
+                        return Ok(Transformed::no(p));
+                    };
+                    let build = Arc::new(BuildKeysExec::new(j.left().clone(), keys.clone()));
+                    let probe = j.right().clone();
+                    return Ok(Transformed::yes(replace_children_if_necessary(
+                        p,
+                        vec![build, probe],
+                    )?));
+                }
                 let Some(be) = p.downcast_ref::<BeFragmentExec>() else {
                     return Ok(Transformed::no(p));
                 };
                 // Dropped too: dynamic filters of other operators (a TopK
                 // sort's threshold), which are complete only once the scan
                 // has been read, so a scan would wait on them in vain.
-                let drop: HashSet<u64> = be
+                let ids: Vec<u64> = be
                     .runtime_filters()
                     .iter()
                     .filter_map(|f| f.expression_id())
-                    .filter(|id| !useful.contains(id))
                     .collect();
-                match be.without_runtime_filters(&drop) {
-                    Some(n) => Ok(Transformed::yes(Arc::new(n) as Arc<dyn ExecutionPlan>)),
-                    None => Ok(Transformed::no(p)),
+                let drop: HashSet<u64> = ids
+                    .iter()
+                    .copied()
+                    .filter(|id| !useful.contains_key(id))
+                    .collect();
+                let keys: HashMap<u64, Arc<BuildKeys>> = ids
+                    .iter()
+                    .filter_map(|id| Some((*id, useful.get(id)?.clone())))
+                    .collect();
+                held.extend(keys.keys().copied());
+                if drop.is_empty() && keys.is_empty() {
+                    return Ok(Transformed::no(p));
                 }
+                Ok(Transformed::yes(
+                    Arc::new(be.planned_runtime_filters(&drop, keys)) as Arc<dyn ExecutionPlan>,
+                ))
             })?
             .data)
     }
 
     fn name(&self) -> &str {
-        "tethys_prune_useless_runtime_filters"
+        "tethys_plan_runtime_filters"
     }
 
     fn schema_check(&self) -> bool {
@@ -287,40 +308,50 @@ fn reads_whole_tables(plan: &Arc<dyn ExecutionPlan>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{AsArray, Int64Array};
-    use arrow::datatypes::{DataType, Field, Schema};
-    use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, col, in_list, lit};
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field};
+    use arrow::record_batch::RecordBatch;
+    use datafusion::physical_expr::expressions::col;
+    use datafusion::physical_plan::test::TestMemoryExec;
+    use futures::StreamExt;
 
-    #[test]
-    fn in_lists_become_bitmaps_or_bloom_filters_and_true_parts_drop() {
-        let schema = Schema::new(vec![Field::new("k", DataType::Int64, false)]);
+    #[tokio::test]
+    async fn a_filter_ships_its_bounds_and_never_its_true_parts() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
         let k = col("k", &schema).unwrap();
-        let filter_of = |values: Vec<i64>| {
-            let dynamic = Arc::new(DynamicFilterPhysicalExpr::new(vec![k.clone()], lit(true)));
-            let as_expr: Arc<dyn PhysicalExpr> = dynamic.clone();
-            // Before the build side reports, the filter is just `true`: nothing to ship.
-            assert!(current_filter(&[as_expr.clone()], 4).unwrap().is_none());
-            let values: Vec<Arc<dyn PhysicalExpr>> = values.into_iter().map(lit).collect();
-            let list = in_list(k.clone(), values, &false, &schema).unwrap();
-            dynamic.update(conjunction([lit(true), list])).unwrap();
-            as_expr
-        };
-        // Dense integer keys: an exact bitmap whatever the list length.
-        let dense = filter_of((0..10).collect());
-        let f = current_filter(&[dense], 100).unwrap().unwrap();
-        assert!(f.downcast_ref::<BitmapFilterExpr>().is_some(), "{f}");
-        // Sparse keys: the IN list stays up to max_in values, a bloom filter beyond.
-        let sparse = filter_of((0..10).map(|i| i * 1_000_000_007).collect());
-        let f = current_filter(&[sparse.clone()], 100).unwrap().unwrap();
-        assert!(f.downcast_ref::<InListExpr>().is_some(), "{f}");
-        let f = current_filter(&[sparse], 4).unwrap().unwrap();
-        assert!(f.downcast_ref::<BloomFilterExpr>().is_some(), "{f}");
-        let batch = arrow::record_batch::RecordBatch::try_new(
-            Arc::new(schema.clone()),
-            vec![Arc::new(Int64Array::from(vec![3_000_000_021, 5]))],
-        )
-        .unwrap();
-        let out = f.evaluate(&batch).unwrap().into_array(2).unwrap();
-        assert!(out.as_boolean().value(0));
+        let dynamic = Arc::new(DynamicFilterPhysicalExpr::new(vec![k.clone()], lit(true)));
+        let as_expr: Arc<dyn PhysicalExpr> = dynamic.clone();
+        let none = HashMap::new();
+        // Before the build side reports, the filter is just `true`: nothing to ship.
+        assert!(
+            current_filter(&[as_expr.clone()], &none, &schema, 4)
+                .unwrap()
+                .is_none()
+        );
+        let bounds = conjunction([
+            Arc::new(BinaryExpr::new(k.clone(), Operator::GtEq, lit(3i64))) as _,
+            lit(true),
+            Arc::new(BinaryExpr::new(k.clone(), Operator::LtEq, lit(9i64))) as _,
+        ]);
+        dynamic.update(bounds).unwrap();
+        let f = current_filter(&[as_expr.clone()], &none, &schema, 4)
+            .unwrap()
+            .unwrap();
+        assert_eq!(split_conjunction(&f).len(), 2, "{f}");
+
+        // Keys collected from a build side that has not finished are not used.
+        let keys = Arc::new(BuildKeys::try_new(vec![k.clone()], &schema).unwrap());
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![3, 9]))])
+                .unwrap();
+        let input = TestMemoryExec::try_new_exec(&[vec![batch]], schema.clone(), None).unwrap();
+        let exec = BuildKeysExec::new(input, keys.clone());
+        let ctx = Arc::new(datafusion::execution::TaskContext::default());
+        let mut stream = exec.execute(0, ctx).unwrap();
+        assert!(stream.next().await.unwrap().is_ok());
+        assert!(!keys.complete());
+        assert!(stream.next().await.is_none());
+        assert!(keys.complete());
+        assert_eq!(keys.rows(), 2);
     }
 }
