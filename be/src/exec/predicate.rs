@@ -184,8 +184,10 @@ impl ScanPredicate {
     }
 
     /// Evaluates the conjuncts not in `skip` over one page of `rows` rows.
-    /// `read(i)` returns output column `i` of the page (whole); what was read
-    /// is left in `columns`, already reduced to the returned rows.
+    /// `read(i, None)` returns output column `i` of the page (whole),
+    /// `read(i, Some(positions))` only its rows at those page positions
+    /// (which it may decode without the others); what was read is left in
+    /// `columns`, already reduced to the returned rows.
     ///
     /// Conjuncts run over the rows still alive: while those are dense the
     /// masks of successive conjuncts are ANDed over the full arrays (a
@@ -197,7 +199,7 @@ impl ScanPredicate {
         rows: usize,
         skip: impl Fn(usize) -> bool,
         columns: &mut [Option<ArrayRef>],
-        mut read: impl FnMut(usize) -> Result<ArrayRef>,
+        mut read: impl FnMut(usize, Option<&UInt32Array>) -> Result<ArrayRef>,
     ) -> Result<PageRows> {
         // Page positions of the rows the arrays in `columns` hold (`None`:
         // all of them), and the survivors among those (`None`: all).
@@ -214,11 +216,7 @@ impl ScanPredicate {
             let conj = &mut self.conjuncts[ci];
             for &col in &conj.columns {
                 if columns[col].is_none() {
-                    let whole = read(col)?;
-                    columns[col] = Some(match &positions {
-                        Some(idx) => take(whole.as_ref(), idx, None)?,
-                        None => whole,
-                    });
+                    columns[col] = Some(read(col, positions.as_ref())?);
                 }
             }
             let result = match dictionary_input(conj, columns) {
@@ -517,9 +515,13 @@ mod tests {
                 rows,
                 |_| false,
                 &mut cols,
-                |i| {
+                |i, at| {
                     reads.borrow_mut()[i] += 1;
-                    Ok(if i == 0 { a.clone() } else { b.clone() })
+                    let whole = if i == 0 { a.clone() } else { b.clone() };
+                    Ok(match at {
+                        Some(idx) => take(whole.as_ref(), idx, None).unwrap(),
+                        None => whole,
+                    })
                 },
             )
             .unwrap();
@@ -571,7 +573,7 @@ mod tests {
                 rows,
                 |ci| ci == 1,
                 &mut cols,
-                |i| Ok(if i == 0 { a.clone() } else { none.clone() }),
+                |i, _| Ok(if i == 0 { a.clone() } else { none.clone() }),
             )
             .unwrap();
         assert!(matches!(r, PageRows::All));

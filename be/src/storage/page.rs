@@ -116,6 +116,48 @@ pub fn encode_page(arr: &dyn Array, prefer: Option<Encoding>) -> Result<(Encodin
 /// Decodes a raw v2 page into an array of type `dt` (a dictionary array for
 /// DICT-encoded strings), validating it.
 pub fn decode_page(bytes: &[u8], dt: &DataType) -> Result<ArrayRef> {
+    let (mut r, n, enc, nulls) = page_header(bytes)?;
+    let arr = encoding::decode(enc, &mut r, n, nulls, dt)?;
+    if !r.at_end() {
+        return Err(TethysError::Corruption(
+            "trailing bytes after page values".into(),
+        ));
+    }
+    Ok(arr)
+}
+
+/// The rows at `positions` of a raw v2 page, decoded without the others
+/// where its encoding allows (`encoding::decode_at`); `None` where the page
+/// must be decoded whole. The page must hold `rows` rows.
+pub fn decode_page_at(
+    bytes: &[u8],
+    dt: &DataType,
+    rows: usize,
+    positions: &[u32],
+) -> Result<Option<ArrayRef>> {
+    let (mut r, n, enc, nulls) = page_header(bytes)?;
+    if n != rows {
+        return Err(TethysError::Corruption(format!(
+            "{n} rows, footer says {rows}"
+        )));
+    }
+    if nulls.as_ref().is_some_and(|nb| nb.len() != n) {
+        return Err(TethysError::Corruption(
+            "page validity bitmap length".into(),
+        ));
+    }
+    let arr = encoding::decode_at(enc, &mut r, n, nulls, dt, positions)?;
+    if arr.is_some() && !r.at_end() {
+        return Err(TethysError::Corruption(
+            "trailing bytes after page values".into(),
+        ));
+    }
+    Ok(arr)
+}
+
+/// A v2 page's header: a reader at its values, its row count, encoding and
+/// validity bitmap.
+fn page_header(bytes: &[u8]) -> Result<(Reader<'_>, usize, Encoding, Option<NullBuffer>)> {
     let mut r = Reader::new(bytes);
     let n = r.u32()? as usize;
     if n > MAX_PAGE_BYTES {
@@ -131,13 +173,7 @@ pub fn decode_page(bytes: &[u8], dt: &DataType) -> Result<ArrayRef> {
         ))),
         x => return Err(TethysError::Corruption(format!("bad null flag {x}"))),
     };
-    let arr = encoding::decode(enc, &mut r, n, nulls, dt)?;
-    if !r.at_end() {
-        return Err(TethysError::Corruption(
-            "trailing bytes after page values".into(),
-        ));
-    }
-    Ok(arr)
+    Ok((r, n, enc, nulls))
 }
 
 /// Compresses an encoded page; keeps it uncompressed when compression saves
@@ -194,7 +230,7 @@ mod tests {
     use super::*;
     use arrow::array::{
         BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int8Array,
-        Int16Array, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray,
+        Int16Array, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray, UInt32Array,
     };
     use proptest::prelude::*;
     use std::sync::Arc;
@@ -209,9 +245,21 @@ mod tests {
     fn roundtrip(a: &ArrayRef, prefer: Option<Encoding>, codec: &str) -> Encoding {
         let (enc, raw) = encode_page(a.as_ref(), prefer).unwrap();
         let stored = compress(&raw, codec).unwrap();
-        let back = decode_page(&decompress(&stored, raw.len()).unwrap(), a.data_type()).unwrap();
+        let page = decompress(&stored, raw.len()).unwrap();
+        let back = decode_page(&page, a.data_type()).unwrap();
         assert_eq!(back.len(), a.len());
         assert_eq!(&plain(&back, a.data_type()), a, "{enc:?}");
+        // Some rows alone, where the encoding reads them in place.
+        let positions: Vec<u32> = (0..a.len() as u32).filter(|i| i % 3 == 2).collect();
+        let at = decode_page_at(&page, a.data_type(), a.len(), &positions).unwrap();
+        let in_place = matches!(enc, Encoding::Plain | Encoding::For)
+            && !matches!(a.data_type(), DataType::Boolean | DataType::Utf8);
+        assert_eq!(at.is_some(), in_place, "{enc:?} {}", a.data_type());
+        if let Some(at) = at {
+            let want =
+                arrow::compute::take(a.as_ref(), &UInt32Array::from(positions), None).unwrap();
+            assert_eq!(&at, &want, "{enc:?}");
+        }
         if let Some(p) = prefer {
             assert!(enc == p || enc == Encoding::Plain, "{p:?} gave {enc:?}");
         }
@@ -306,6 +354,8 @@ mod tests {
                 bytes[i] ^= flip;
             }
             let _ = decode_page(&bytes, a.data_type());
+            let positions: Vec<u32> = (0..a.len() as u32).step_by(2).collect();
+            let _ = decode_page_at(&bytes, a.data_type(), a.len(), &positions);
         }
     }
 

@@ -597,6 +597,25 @@ impl Segment {
         Ok((raw, pm.stored_len as u64))
     }
 
+    /// The rows at `positions` of page `page_idx` of column `col` (raw as
+    /// [`Self::read_raw_page`] returns it), decoded without the others where
+    /// the page's encoding allows; `None` where it must be decoded whole.
+    pub fn decode_page_at(
+        &self,
+        col: usize,
+        page_idx: usize,
+        raw: &[u8],
+        dt: &DataType,
+        positions: &[u32],
+    ) -> Result<Option<ArrayRef>> {
+        if self.footer.format_version == 1 {
+            return Ok(None);
+        }
+        let (cm, pm) = self.page_meta(col, page_idx)?;
+        page::decode_page_at(raw, dt, pm.num_rows as usize, positions)
+            .map_err(|e| self.corrupt_page(cm, page_idx, e.to_string()))
+    }
+
     /// Decodes a raw page read by [`Segment::read_raw_page`] into an array
     /// of type `dt` (a dictionary array for DICT-encoded strings).
     pub fn decode_page(

@@ -46,9 +46,8 @@ pub fn pack(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>, bits: u8) 
     out.resize(start + packed_len(n, bits as u8), 0);
 }
 
-/// Calls `f(i, value)` for each of the `n` values packed in `buf`, which
-/// must be exactly one packed block.
-pub fn unpack(buf: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) -> Result<()> {
+/// Whether `buf` can be exactly one packed block of `n` values of `bits`.
+fn check_block(buf: &[u8], bits: u8, n: usize) -> Result<()> {
     if bits > 64 {
         return Err(TethysError::Corruption(format!("{bits}-bit packed values")));
     }
@@ -58,6 +57,13 @@ pub fn unpack(buf: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) -> 
             buf.len()
         )));
     }
+    Ok(())
+}
+
+/// Calls `f(i, value)` for each of the `n` values packed in `buf`, which
+/// must be exactly one packed block.
+pub fn unpack(buf: &[u8], bits: u8, n: usize, mut f: impl FnMut(usize, u64)) -> Result<()> {
+    check_block(buf, bits, n)?;
     let width = bits as usize;
     match bits {
         0 => (0..n).for_each(|i| f(i, 0)),
@@ -107,6 +113,43 @@ pub fn unpack_into<T>(
     } else {
         unpack(buf, bits, n, |_, v| out.push(map(v)))
     }
+}
+
+/// Appends `map(value)` for the values at `positions` (each below `n`) of
+/// the `n` packed in `buf` (exactly one packed block), in the order given:
+/// the few rows a filter left of a page are read without unpacking the
+/// rest. Each value is one unaligned 16-byte load.
+pub fn unpack_at<T>(
+    buf: &[u8],
+    bits: u8,
+    n: usize,
+    positions: &[u32],
+    out: &mut Vec<T>,
+    mut map: impl FnMut(u64) -> T,
+) -> Result<()> {
+    check_block(buf, bits, n)?;
+    if let Some(p) = positions.iter().find(|&&p| p as usize >= n) {
+        return Err(TethysError::Internal(format!(
+            "row {p} of a page of {n} rows"
+        )));
+    }
+    out.reserve(positions.len());
+    if bits == 0 {
+        out.extend(positions.iter().map(|_| map(0)));
+        return Ok(());
+    }
+    let width = bits as usize;
+    let mask = u64::MAX >> (64 - width);
+    // The block ends in PAD (16) bytes past the last value's first byte:
+    // every 16-byte load is in bounds.
+    out.extend(positions.iter().map(|&i| {
+        let bit = i as usize * width;
+        let at = bit >> 3;
+        let mut w = [0u8; 16];
+        w.copy_from_slice(&buf[at..at + 16]);
+        map((u128::from_le_bytes(w) >> (bit & 7)) as u64 & mask)
+    }));
+    Ok(())
 }
 
 /// Calls `f` with each group of eight of the `n` values of `B` bits
@@ -206,6 +249,28 @@ mod tests {
             }
         }
         assert!(unpack_into(&[0u8; 3], 5, 8, &mut Vec::new(), |v| v).is_err());
+    }
+
+    #[test]
+    fn unpack_at_reads_the_values_asked_for() {
+        for bits in 0..=64u8 {
+            for n in [1usize, 7, 8, 9, 65, 4064] {
+                let values = sample(bits, n);
+                let mut buf = Vec::new();
+                pack(&mut buf, values.iter().copied(), bits);
+                let positions: Vec<u32> = (0..n as u32).filter(|i| i % 3 != 1).collect();
+                let mut out = vec![];
+                unpack_at(&buf, bits, n, &positions, &mut out, |v| v).unwrap();
+                let want: Vec<u64> = positions.iter().map(|&i| values[i as usize]).collect();
+                assert_eq!(out, want, "{bits} bits, {n} values");
+                // The last row alone, where the padding is all that follows.
+                let mut last = vec![];
+                unpack_at(&buf, bits, n, &[n as u32 - 1], &mut last, |v| v).unwrap();
+                assert_eq!(last, [values[n - 1]]);
+                assert!(unpack_at(&buf, bits, n, &[n as u32], &mut last, |v| v).is_err());
+            }
+        }
+        assert!(unpack_at(&[0u8; 3], 5, 8, &[0], &mut Vec::new(), |v| v).is_err());
     }
 
     #[test]

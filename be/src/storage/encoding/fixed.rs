@@ -21,7 +21,7 @@ use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
 use arrow::datatypes::ArrowNativeType;
 use tethys_common::{Result, TethysError};
 
-use super::bitpack::{bits_for, pack, unpack, unpack_into};
+use super::bitpack::{bits_for, pack, unpack, unpack_at, unpack_into};
 use super::bitshuffle::{shuffle, unshuffle};
 use super::{Encoding, Reader};
 
@@ -253,6 +253,45 @@ pub fn encode<T: Int>(
         _ => vals.iter().for_each(|v| v.write_le(out)),
     }
     chosen
+}
+
+/// The values at `positions` (ascending or not, each below `n`) of a body
+/// of `n` values, decoded without the others: FOR reads each packed delta
+/// where it lies, PLAIN each value. `None` for encodings that must be
+/// decoded whole (BIT_SHUFFLE, RLE, DELTA).
+pub fn decode_at<T: Int>(
+    enc: Encoding,
+    r: &mut Reader<'_>,
+    n: usize,
+    positions: &[u32],
+) -> Result<Option<Buffer>> {
+    let mut out: Vec<T> = Vec::with_capacity(positions.len());
+    match enc {
+        Encoding::Plain => {
+            let values = r.take(n * T::W)?;
+            for &i in positions {
+                let at = i as usize * T::W;
+                let v = values.get(at..at + T::W).ok_or_else(|| {
+                    TethysError::Internal(format!("row {i} of a page of {n} rows"))
+                })?;
+                let mut b = [0u8; 16];
+                b[..T::W].copy_from_slice(v);
+                // Truncating to the value's width restores it, sign included.
+                out.push(T::from_i128(i128::from_le_bytes(b)));
+            }
+        }
+        Encoding::For => {
+            let reference = r.i128()?;
+            let bits = r.u8()?;
+            let packed = r.take(super::bitpack::packed_len(n, bits))?;
+            let base = T::from_i128(reference);
+            unpack_at(packed, bits, n, positions, &mut out, |d| {
+                base.add_wrap(T::from_u64(d))
+            })?;
+        }
+        _ => return Ok(None),
+    }
+    Ok(Some(Buffer::from_vec(out)))
 }
 
 /// Appends an RLE body: the run count, the values, the packed lengths.

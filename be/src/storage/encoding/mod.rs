@@ -204,3 +204,39 @@ pub fn decode(
         .map_err(|e| TethysError::Corruption(format!("invalid page: {e}")))?;
     Ok(make_array(data))
 }
+
+/// The values at `positions` of a body of `n` values of type `dt`, decoded
+/// without the rest ([`fixed::decode_at`]); `nulls` are the whole page's.
+/// `None` where the type or encoding must be decoded whole.
+pub fn decode_at(
+    enc: Encoding,
+    r: &mut Reader<'_>,
+    n: usize,
+    nulls: Option<NullBuffer>,
+    dt: &DataType,
+    positions: &[u32],
+) -> Result<Option<ArrayRef>> {
+    let values = match fixed_of(dt) {
+        Some(Fixed::I8) => fixed::decode_at::<i8>(enc, r, n, positions)?,
+        Some(Fixed::I16) => fixed::decode_at::<i16>(enc, r, n, positions)?,
+        Some(Fixed::I32(_)) => fixed::decode_at::<i32>(enc, r, n, positions)?,
+        Some(Fixed::I64(_)) => fixed::decode_at::<i64>(enc, r, n, positions)?,
+        Some(Fixed::I128) => fixed::decode_at::<i128>(enc, r, n, positions)?,
+        None => None,
+    };
+    let Some(values) = values else {
+        return Ok(None);
+    };
+    let nulls = nulls.map(|nb| {
+        NullBuffer::new(arrow::buffer::BooleanBuffer::from_iter(
+            positions.iter().map(|&i| nb.is_valid(i as usize)),
+        ))
+    });
+    let data = ArrayData::builder(dt.clone())
+        .len(positions.len())
+        .nulls(nulls)
+        .add_buffer(values)
+        .build()
+        .map_err(|e| TethysError::Corruption(format!("invalid page: {e}")))?;
+    Ok(Some(make_array(data)))
+}
