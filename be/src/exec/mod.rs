@@ -73,6 +73,8 @@ impl FragmentExecutor {
                 ))
             })?;
         let plan = bind::bind_scans(plan, &self.engine)?;
+        // DECIMAL arithmetic that cannot overflow runs unchecked.
+        let plan = tethys_common::plan::exact_decimal_arithmetic(plan)?;
         let partitions = plan.properties().partitioning.partition_count();
         if req.partition as usize >= partitions {
             return Err(TethysError::Internal(format!(

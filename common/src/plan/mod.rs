@@ -9,6 +9,7 @@
 mod bitmap;
 mod bloom;
 mod codec;
+mod exact_decimal;
 mod olap_scan;
 mod profile;
 
@@ -17,5 +18,6 @@ pub use bloom::{
     BLOOM_FPP, BloomFilterExpr, PAGE_BLOOM_FPP, bloom_keys, page_bloom, page_bloom_may_contain,
 };
 pub use codec::TethysCodec;
+pub use exact_decimal::{ExactDecimalExpr, exact_decimal_arithmetic, exact_decimal_expr};
 pub use olap_scan::OlapScanExec;
 pub use profile::{FragmentProfile, PROFILE_MAGIC};

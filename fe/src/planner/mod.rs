@@ -77,7 +77,8 @@ pub struct StatementCtx {
 /// aggregations finished on the backends first, the build-side choice
 /// before `JoinSelection`, hash keys a runtime filter can push down and the
 /// broadcast row limit after it, the runtime filters' key collection, and
-/// the partial aggregation pushed into backend fragments at the end.
+/// the partial aggregation pushed into backend fragments and the unchecked
+/// DECIMAL arithmetic of the FE's operators at the end.
 fn physical_rules()
 -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
@@ -92,7 +93,33 @@ fn physical_rules()
     rules.insert(0, Arc::new(FinishColocatedAggOnBackend));
     rules.push(Arc::new(runtime_filter::PlanRuntimeFilters));
     rules.push(Arc::new(PushPartialAggToBackend));
+    rules.push(Arc::new(ExactDecimalArithmetic));
     rules
+}
+
+/// DECIMAL arithmetic of the operators the FE runs made unchecked where no
+/// overflow can occur (`tethys_common::plan::exact_decimal_arithmetic`).
+/// Last: backend fragments are already cut out (a backend does the same
+/// to the fragments it runs), and the expression has no wire form.
+#[derive(Debug, Default)]
+struct ExactDecimalArithmetic;
+
+impl datafusion::physical_optimizer::PhysicalOptimizerRule for ExactDecimalArithmetic {
+    fn optimize(
+        &self,
+        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        _config: &datafusion::config::ConfigOptions,
+    ) -> datafusion::error::Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        tethys_common::plan::exact_decimal_arithmetic(plan)
+    }
+
+    fn name(&self) -> &str {
+        "tethys_exact_decimal_arithmetic"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
 }
 
 /// Builds the DataFusion context of one statement.
