@@ -141,11 +141,6 @@ pub fn decode_page_at(
             "{n} rows, footer says {rows}"
         )));
     }
-    if nulls.as_ref().is_some_and(|nb| nb.len() != n) {
-        return Err(TethysError::Corruption(
-            "page validity bitmap length".into(),
-        ));
-    }
     let arr = encoding::decode_at(enc, &mut r, n, nulls, dt, positions)?;
     if arr.is_some() && !r.at_end() {
         return Err(TethysError::Corruption(
