@@ -17,8 +17,10 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::PhysicalExpr;
 
-/// Widest range of values a bitmap covers (1 MiB of bits).
-pub const MAX_BITMAP_RANGE: u64 = 1 << 23;
+/// Widest range of values a bitmap covers (8 MiB of bits): enough for the
+/// order keys of TPC-H SF10, whose probe side (lineitem, sorted by them)
+/// then tests its keys against neighbouring bits.
+pub const MAX_BITMAP_RANGE: u64 = 1 << 26;
 
 /// Whether `key IN set` for an integer key, with the set as a bitmap.
 #[derive(Debug)]
@@ -54,6 +56,104 @@ fn map_ints(a: &ArrayRef, mut f: impl FnMut(usize, i64) -> bool) -> Option<Boole
         DataType::Date32 => ints!(Date32Type),
         _ => return None,
     })
+}
+
+/// Integer keys collected exactly as they arrive, as a roaring bitmap: how a
+/// join build side too large to keep as arrays keeps its integer keys. At
+/// the end it knows its exact key count and range, so the runtime filter
+/// can be a flat bitmap when the range is narrow enough and a bloom filter
+/// sized for the true number of keys otherwise.
+#[derive(Debug, Default)]
+pub struct IntKeys {
+    /// Keys mapped to `u64` order-preservingly (sign bit flipped).
+    set: roaring::RoaringTreemap,
+    /// A value of a type this cannot hold came.
+    unusable: bool,
+}
+
+impl IntKeys {
+    /// Whether keys of type `t` can be collected here.
+    pub fn accepts(t: &DataType) -> bool {
+        use DataType::*;
+        matches!(
+            t,
+            Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | Date32
+        )
+    }
+
+    /// Adds every non-null value of `values`.
+    pub fn insert(&mut self, values: &ArrayRef) {
+        let mut batch = Vec::with_capacity(values.len());
+        let hashed = map_ints(values, |i, v| {
+            if values.is_valid(i) {
+                batch.push((v as u64) ^ (1 << 63));
+            }
+            true
+        });
+        if hashed.is_none() {
+            self.unusable = true;
+            return;
+        }
+        // One batch's keys as a bitmap of their own, merged container by
+        // container: inserting them one by one looks each one's container
+        // up (a tenth of a large build side's time).
+        batch.sort_unstable();
+        batch.dedup();
+        match roaring::RoaringTreemap::from_sorted_iter(batch) {
+            Ok(keys) => self.set |= keys,
+            Err(_) => self.unusable = true,
+        }
+    }
+
+    /// Distinct keys collected.
+    pub fn len(&self) -> u64 {
+        self.set.len()
+    }
+
+    /// Whether no key was collected.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    /// Whether a value of a type this cannot hold came: its set is not
+    /// every key.
+    pub fn unusable(&self) -> bool {
+        self.unusable
+    }
+
+    /// The keys in ascending order.
+    pub fn values(&self) -> impl Iterator<Item = i64> + '_ {
+        self.set.iter().map(|u| (u ^ (1 << 63)) as i64)
+    }
+
+    /// A flat bitmap of the keys, when they span at most
+    /// [`MAX_BITMAP_RANGE`] values and it takes at most `max_bytes`.
+    pub fn bitmap(
+        &self,
+        expr: Arc<dyn PhysicalExpr>,
+        max_bytes: usize,
+    ) -> Option<BitmapFilterExpr> {
+        if self.unusable {
+            return None;
+        }
+        let min = (self.set.min()? ^ (1 << 63)) as i64;
+        let max = (self.set.max()? ^ (1 << 63)) as i64;
+        let range = (max as i128 - min as i128 + 1) as u128;
+        if range > MAX_BITMAP_RANGE as u128 || 16 + (range as usize).div_ceil(64) * 8 > max_bytes {
+            return None;
+        }
+        let mut bits = vec![0u64; (range as usize).div_ceil(64)];
+        for v in self.values() {
+            let o = (v - min) as usize;
+            bits[o / 64] |= 1 << (o % 64);
+        }
+        Some(BitmapFilterExpr {
+            expr,
+            min,
+            bits: Arc::new(bits),
+            keys: self.len(),
+        })
+    }
 }
 
 impl BitmapFilterExpr {

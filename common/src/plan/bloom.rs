@@ -82,6 +82,114 @@ impl BloomFilterExpr {
     }
 }
 
+/// Bytes a runtime bloom filter may take while a large build side fills it
+/// (Doris' `runtime_bloom_filter_max_size`); folded down once it is full.
+pub const BLOOM_MAX_BYTES: usize = 16 << 20;
+
+/// Estimated false-positive rate above which a bloom filter is not worth
+/// shipping: most probe rows would pass it anyway.
+const BLOOM_USELESS_FPP: f64 = 0.5;
+
+/// A bloom filter filled batch by batch, for join build sides too large to
+/// keep their keys until the end: it starts at [`BLOOM_MAX_BYTES`] (memory
+/// stays bounded whatever the build side's size) and, once the build side
+/// is complete, is folded to the smallest size that keeps [`BLOOM_FPP`],
+/// so that what travels to the backends fits the keys it holds.
+#[derive(Debug)]
+pub struct BloomKeys {
+    filling: Option<Sbbf>,
+    ready: Option<Arc<Sbbf>>,
+    /// Non-null values inserted (duplicates counted: an upper bound on the
+    /// distinct keys).
+    keys: u64,
+    /// A value of a type without a byte form came: no filter.
+    unusable: bool,
+}
+
+impl Default for BloomKeys {
+    /// A filter of [`BLOOM_MAX_BYTES`], for an unknown number of keys.
+    fn default() -> Self {
+        BloomKeys::of(Sbbf::new_with_num_of_bytes(BLOOM_MAX_BYTES))
+    }
+}
+
+impl BloomKeys {
+    /// A filter sized for `ndv` distinct keys at [`BLOOM_FPP`] (at most
+    /// [`BLOOM_MAX_BYTES`]), for when the number of keys is known.
+    pub fn with_ndv(ndv: u64) -> Self {
+        // m = -k n / ln(1 - p^(1/k)) bits, k = 8 (parquet's formula).
+        let bits = -8.0 * ndv.max(1) as f64 / (1.0 - BLOOM_FPP.powf(1.0 / 8.0)).ln();
+        let bytes = ((bits / 8.0) as usize).min(BLOOM_MAX_BYTES);
+        BloomKeys::of(Sbbf::new_with_num_of_bytes(bytes))
+    }
+
+    fn of(filter: Sbbf) -> Self {
+        BloomKeys {
+            filling: Some(filter),
+            ready: None,
+            keys: 0,
+            unusable: false,
+        }
+    }
+
+    /// Adds integer keys: they hash as integer columns of any width do.
+    pub fn insert_ints(&mut self, values: impl Iterator<Item = i64>) {
+        let Some(filter) = self.filling.as_mut() else {
+            self.unusable = true;
+            return;
+        };
+        for v in values {
+            filter.insert(&v.to_le_bytes()[..]);
+            self.keys += 1;
+        }
+    }
+
+    /// Adds every non-null value of `values`.
+    pub fn insert(&mut self, values: &ArrayRef) {
+        let Some(filter) = self.filling.as_mut() else {
+            // Already folded: a late insert would be lost, so give up.
+            self.unusable = true;
+            return;
+        };
+        let mut keys = 0;
+        let hashed = map_keys(values, |i, k| {
+            if values.is_valid(i) {
+                filter.insert(k);
+                keys += 1;
+            }
+            true
+        });
+        self.keys += keys;
+        self.unusable |= hashed.is_none();
+    }
+
+    /// The membership test of `expr` in the keys inserted so far, which must
+    /// be all of them: the first call folds the filter and later inserts
+    /// are refused. `None` when the type cannot be hashed or the filter is
+    /// so full that it would let most rows through.
+    pub fn expr(&mut self, expr: Arc<dyn PhysicalExpr>) -> Option<BloomFilterExpr> {
+        if let Some(mut f) = self.filling.take() {
+            f.fold_to_target_fpp(BLOOM_FPP);
+            self.ready = Some(Arc::new(f));
+        }
+        let filter = self.ready.clone()?;
+        if self.unusable || self.keys == 0 {
+            return None;
+        }
+        // (1 - e^(-k n / m))^k with k = 8 bits set per key in m bits.
+        let bits = (filter.num_blocks() * 256) as f64;
+        let fpp = (1.0 - (-8.0 * self.keys as f64 / bits).exp()).powi(8);
+        if fpp > BLOOM_USELESS_FPP {
+            return None;
+        }
+        Some(BloomFilterExpr {
+            expr,
+            filter,
+            keys: self.keys,
+        })
+    }
+}
+
 /// False-positive rate of page bloom filters (Doris' `bloom_filter_fpp`
 /// default).
 pub const PAGE_BLOOM_FPP: f64 = 0.05;
@@ -270,6 +378,49 @@ mod tests {
         }
         assert!(out.is_null(35_000), "a null key matches nothing");
         assert!(false_pos < 30_000 / 20, "{false_pos} false positives");
+    }
+
+    #[test]
+    fn a_filled_filter_folds_to_its_keys_and_keeps_every_one() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+        let key = col("k", &schema).unwrap();
+        let mut keys = BloomKeys::default();
+        for chunk in 0..10 {
+            let build: ArrayRef = Arc::new(Int64Array::from_iter(
+                (0..10_000i64)
+                    .map(|i| Some((chunk * 10_000 + i) * 13))
+                    .chain([None]),
+            ));
+            keys.insert(&build);
+        }
+        let bf = keys.expr(key.clone()).unwrap();
+        assert_eq!(bf.keys, 100_000);
+        let wire = bf.to_bytes().unwrap().len();
+        assert!(wire < BLOOM_MAX_BYTES / 16, "folded to {wire} bytes");
+        let probe = Int64Array::from_iter_values(0..1_300_000i64);
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(probe)]).unwrap();
+        let out = bf.evaluate(&batch).unwrap().into_array(1_300_000).unwrap();
+        let out = out.as_boolean();
+        let mut false_pos = 0;
+        for i in 0..1_300_000 {
+            if i % 13 == 0 {
+                assert!(out.value(i), "key {i} must pass");
+            } else if out.value(i) {
+                false_pos += 1;
+            }
+        }
+        assert!(false_pos < 1_200_000 / 20, "{false_pos} false positives");
+        // Inserts after the filter was handed out cannot be honoured.
+        keys.insert(&(Arc::new(Int64Array::from(vec![1])) as ArrayRef));
+        assert!(keys.expr(key.clone()).is_none());
+        // Too many keys for the largest filter: useless, so none.
+        let mut full = BloomKeys::default();
+        full.keys = 200_000_000;
+        assert!(full.expr(key.clone()).is_none());
+        // Floats have no byte form here.
+        let mut floats = BloomKeys::default();
+        floats.insert(&(Arc::new(arrow::array::Float64Array::from(vec![1.5])) as ArrayRef));
+        assert!(floats.expr(key).is_none());
     }
 
     #[test]

@@ -13,9 +13,10 @@ mod exact_decimal;
 mod olap_scan;
 mod profile;
 
-pub use bitmap::{BitmapFilterExpr, MAX_BITMAP_RANGE};
+pub use bitmap::{BitmapFilterExpr, IntKeys, MAX_BITMAP_RANGE};
 pub use bloom::{
-    BLOOM_FPP, BloomFilterExpr, PAGE_BLOOM_FPP, bloom_keys, page_bloom, page_bloom_may_contain,
+    BLOOM_FPP, BloomFilterExpr, BloomKeys, PAGE_BLOOM_FPP, bloom_keys, page_bloom,
+    page_bloom_may_contain,
 };
 pub use codec::TethysCodec;
 pub use exact_decimal::{ExactDecimalExpr, exact_decimal_arithmetic, exact_decimal_expr};

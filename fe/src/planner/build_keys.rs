@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 
 use arrow::array::ArrayRef;
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -32,12 +32,76 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
 };
 use futures::{Stream, StreamExt};
-use tethys_common::plan::{BitmapFilterExpr, BloomFilterExpr};
+use tethys_common::plan::{BitmapFilterExpr, BloomFilterExpr, BloomKeys, IntKeys};
 
-/// Build sides of more rows than this give only key bounds, no key set: the
-/// collector stops keeping their keys (memory), and a set that large would
-/// filter little anyway.
+/// Build sides of more rows than this are not kept as key arrays (memory):
+/// their keys go into an exact integer set or a bloom filter of bounded
+/// size as they arrive ([`LargeKeys`]).
 pub const MAX_COLLECTED_ROWS: usize = 1 << 20;
+
+/// Distinct integer keys kept exactly (a roaring bitmap of at most a few
+/// bytes each) before they are moved into a bloom filter.
+const MAX_EXACT_INT_KEYS: u64 = 8 << 20;
+
+/// A flat bitmap filter may take this many bytes per key (and 64 KiB
+/// whatever the keys): denser sets are cheaper to test as bitmaps than
+/// with an IN list or a bloom filter.
+const BITMAP_BYTES_PER_KEY: usize = 8;
+
+/// The keys of one key expression of a build side too large to keep.
+enum LargeKeys {
+    /// Integer keys, exactly: a bitmap or an exactly sized bloom filter at
+    /// the end.
+    Ints(IntKeys),
+    /// Other keys, or too many integers: a bloom filter filled as they come.
+    Bloom(BloomKeys),
+}
+
+impl LargeKeys {
+    fn new(t: &DataType) -> Self {
+        if IntKeys::accepts(t) {
+            LargeKeys::Ints(IntKeys::default())
+        } else {
+            LargeKeys::Bloom(BloomKeys::default())
+        }
+    }
+
+    fn insert(&mut self, values: &ArrayRef) {
+        match self {
+            LargeKeys::Ints(ints) => {
+                ints.insert(values);
+                if ints.len() > MAX_EXACT_INT_KEYS {
+                    let mut bloom = BloomKeys::default();
+                    bloom.insert_ints(ints.values());
+                    *self = LargeKeys::Bloom(bloom);
+                }
+            }
+            LargeKeys::Bloom(bloom) => bloom.insert(values),
+        }
+    }
+
+    /// The membership test of `probe` in every key (once all are in).
+    fn filter(&mut self, probe: PhysicalExprRef) -> Option<Arc<dyn PhysicalExpr>> {
+        if let LargeKeys::Ints(ints) = self {
+            if ints.unusable() || ints.is_empty() {
+                return None;
+            }
+            let max_bytes = (64 << 10).max(BITMAP_BYTES_PER_KEY * ints.len() as usize);
+            if let Some(b) = ints.bitmap(probe.clone(), max_bytes) {
+                return Some(Arc::new(b));
+            }
+            let mut bloom = BloomKeys::with_ndv(ints.len());
+            bloom.insert_ints(ints.values());
+            *self = LargeKeys::Bloom(bloom);
+        }
+        match self {
+            LargeKeys::Bloom(bloom) => bloom
+                .expr(probe)
+                .map(|b| Arc::new(b) as Arc<dyn PhysicalExpr>),
+            LargeKeys::Ints(_) => None,
+        }
+    }
+}
 
 /// The keys of one hash join's build side, as its build side delivers them.
 pub struct BuildKeys {
@@ -51,8 +115,11 @@ struct State {
     /// rows), concatenated into one once the build side is complete.
     arrays: Vec<Vec<ArrayRef>>,
     rows: usize,
-    /// Too many rows for a key set: `arrays` are dropped, bounds stay.
-    overflow: bool,
+    /// Too many rows to keep: `arrays` are dropped and, per key expression,
+    /// every key goes into a [`LargeKeys`] instead; bounds stay.
+    overflow: Option<Vec<LargeKeys>>,
+    /// Per key expression: its type.
+    types: Vec<DataType>,
     /// Per key expression: running minimum and maximum.
     bounds: Vec<(MinAccumulator, MaxAccumulator)>,
     /// Build-side partitions that have not yet delivered their last batch;
@@ -71,18 +138,20 @@ impl fmt::Debug for BuildKeys {
 impl BuildKeys {
     /// A collector of `exprs` over a build side of `schema`.
     pub fn try_new(exprs: Vec<PhysicalExprRef>, schema: &Schema) -> Result<Self> {
-        let bounds = exprs
+        let types = exprs
             .iter()
-            .map(|e| {
-                let t = e.data_type(schema)?;
-                Ok((MinAccumulator::try_new(&t)?, MaxAccumulator::try_new(&t)?))
-            })
+            .map(|e| e.data_type(schema))
+            .collect::<Result<Vec<_>>>()?;
+        let bounds = types
+            .iter()
+            .map(|t| Ok((MinAccumulator::try_new(t)?, MaxAccumulator::try_new(t)?)))
             .collect::<Result<Vec<_>>>()?;
         Ok(BuildKeys {
             state: Mutex::new(State {
                 arrays: vec![vec![]; exprs.len()],
                 rows: 0,
-                overflow: false,
+                overflow: None,
+                types,
                 bounds,
                 pending: None,
             }),
@@ -107,13 +176,25 @@ impl BuildKeys {
             max.update_batch(std::slice::from_ref(k))?;
         }
         s.rows += batch.num_rows();
-        if s.rows > MAX_COLLECTED_ROWS {
-            s.overflow = true;
-            s.arrays.iter_mut().for_each(Vec::clear);
+        if s.overflow.is_none() && s.rows > MAX_COLLECTED_ROWS {
+            let State { arrays, types, .. } = &mut *s;
+            let large = arrays
+                .iter_mut()
+                .zip(types.iter())
+                .map(|(arrays, t)| {
+                    let mut large = LargeKeys::new(t);
+                    arrays.drain(..).for_each(|a| large.insert(&a));
+                    large
+                })
+                .collect();
+            s.overflow = Some(large);
         }
-        if !s.overflow {
-            for (all, k) in s.arrays.iter_mut().zip(keys) {
-                all.push(k);
+        match s.overflow.as_mut() {
+            Some(large) => large.iter_mut().zip(&keys).for_each(|(l, k)| l.insert(k)),
+            None => {
+                for (all, k) in s.arrays.iter_mut().zip(keys) {
+                    all.push(k);
+                }
             }
         }
         Ok(())
@@ -168,9 +249,10 @@ impl BuildKeys {
     /// Whether each `probe[i]` is one of the build side's values of key `i`:
     /// per key, a bitmap when its values are integers in a narrow range, an
     /// IN list of up to `max_in` values, a bloom filter beyond (Doris'
-    /// `in_or_bloom`). Keys tested one by one: a probe row passing every
-    /// test may still not match a build row on all keys at once, which the
-    /// join then drops. `None` before completion, after too many rows, or
+    /// `in_or_bloom`); for a build side of more than [`MAX_COLLECTED_ROWS`]
+    /// the same from the keys gathered as they came ([`LargeKeys`]). Keys tested one by one: a
+    /// probe row passing every test may still not match a build row on all
+    /// keys at once, which the join then drops. `None` before completion or
     /// when no key has a set a backend can test.
     pub fn membership(
         &self,
@@ -179,10 +261,19 @@ impl BuildKeys {
         max_in: usize,
     ) -> Option<Arc<dyn PhysicalExpr>> {
         let mut s = self.state();
-        if s.pending != Some(0) || s.overflow || probe.len() != self.exprs.len() {
+        if s.pending != Some(0) || probe.len() != self.exprs.len() {
             return None;
         }
         let mut parts = vec![];
+        if let Some(large) = s.overflow.as_mut() {
+            parts.extend(
+                probe
+                    .iter()
+                    .zip(large)
+                    .filter_map(|(p, l)| l.filter(p.clone())),
+            );
+            return (!parts.is_empty()).then(|| conjunction(parts));
+        }
         for (p, arrays) in probe.iter().zip(s.arrays.iter_mut()) {
             if arrays.len() > 1 {
                 let refs: Vec<&dyn arrow::array::Array> =
@@ -215,7 +306,7 @@ fn key_set(
     max_in: usize,
 ) -> Option<Arc<dyn PhysicalExpr>> {
     if let Some(b) = BitmapFilterExpr::build(expr.clone(), values)
-        && b.wire_len() <= (64 << 10).max(16 * values.len())
+        && b.wire_len() <= (64 << 10).max(BITMAP_BYTES_PER_KEY * values.len())
     {
         return Some(Arc::new(b));
     }
@@ -420,13 +511,88 @@ mod tests {
         // but `None` only means "no filter", which is always correct).
         let (c, k) = collected(vec![None, None]);
         assert!(c.bounds(std::slice::from_ref(&k)).is_none());
-        // More rows than are worth a set: bounds, no set.
-        let (c, k) = collected(
-            (0..=MAX_COLLECTED_ROWS as i64)
-                .map(|i| Some(i * 3))
-                .collect(),
+    }
+
+    /// A complete collector over more build rows than are kept as arrays,
+    /// delivered in batches: `key(i)` for row `i`, as `t`.
+    fn large(t: DataType, rows: i64, key: impl Fn(i64) -> i64) -> (BuildKeys, PhysicalExprRef) {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", t.clone(), true)]));
+        let k = col("k", &schema).unwrap();
+        let c = BuildKeys::try_new(vec![k.clone()], &schema).unwrap();
+        c.start(1);
+        let mut i = 0;
+        while i < rows {
+            let n = 4064.min(rows - i);
+            let keys: ArrayRef = Arc::new(Int64Array::from_iter_values((i..i + n).map(&key)));
+            let keys = arrow::compute::cast(&keys, &t).unwrap();
+            c.add(&RecordBatch::try_new(schema.clone(), vec![keys]).unwrap())
+                .unwrap();
+            i += n;
+        }
+        c.finish_partition();
+        (c, k)
+    }
+
+    /// Which of `probe` pass `f` (over a column `k` of type `t`).
+    fn passing(f: &Arc<dyn PhysicalExpr>, t: &DataType, probe: &[i64]) -> Vec<bool> {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", t.clone(), true)]));
+        let keys: ArrayRef = Arc::new(Int64Array::from(probe.to_vec()));
+        let keys = arrow::compute::cast(&keys, t).unwrap();
+        let batch = RecordBatch::try_new(schema, vec![keys]).unwrap();
+        let out = f.evaluate(&batch).unwrap().into_array(probe.len()).unwrap();
+        out.as_boolean().iter().map(|v| v == Some(true)).collect()
+    }
+
+    #[test]
+    fn build_sides_too_large_to_keep_still_filter_by_every_key() {
+        let total = MAX_COLLECTED_ROWS as i64 + 5000;
+        let some_keys = [0, 7, total / 2, total - 1];
+        let schema = schema();
+        // Sparse integers: a bloom filter sized for the keys there are.
+        let key = |i: i64| i * 1_000_003;
+        let (c, k) = large(DataType::Int64, total, key);
+        let f = c
+            .membership(std::slice::from_ref(&k), &schema, 1024)
+            .unwrap();
+        let bloom = f.downcast_ref::<BloomFilterExpr>().unwrap();
+        assert!(
+            bloom.to_bytes().unwrap().len() <= 2 << 20,
+            "sized for the keys"
         );
-        assert!(c.membership(std::slice::from_ref(&k), &schema, 4).is_none());
+        let probe: Vec<i64> = some_keys.map(key).into_iter().collect();
+        assert!(passing(&f, &DataType::Int64, &probe).iter().all(|p| *p));
+        let others: Vec<i64> = (0..10_000).map(|j| key(j) + 1).collect();
+        let false_pos = passing(&f, &DataType::Int64, &others)
+            .iter()
+            .filter(|p| **p)
+            .count();
+        assert!(false_pos < 500, "{false_pos} false positives");
+        // A second call (the partitioned join's form) gives a filter too.
+        assert!(
+            c.membership(std::slice::from_ref(&k), &schema, 1024)
+                .is_some()
+        );
         assert!(c.bounds(std::slice::from_ref(&k)).is_some());
+
+        // Integers in a range a bitmap covers (one in three, in 32-bit
+        // columns): an exact bitmap.
+        let (c, k) = large(DataType::Int32, total, |i| i * 3);
+        let f = c
+            .membership(std::slice::from_ref(&k), &schema, 1024)
+            .unwrap();
+        assert!(f.downcast_ref::<BitmapFilterExpr>().is_some(), "{f}");
+        let probe: Vec<i64> = (0..30_000).collect();
+        let pass = passing(&f, &DataType::Int32, &probe);
+        assert!(pass.iter().enumerate().all(|(i, p)| *p == (i % 3 == 0)));
+
+        // Strings: a bloom filter filled as they came, then folded.
+        let (c, k) = large(DataType::Utf8, total, |i| i * 7);
+        let f = c
+            .membership(std::slice::from_ref(&k), &schema, 1024)
+            .unwrap();
+        let bloom = f.downcast_ref::<BloomFilterExpr>().unwrap();
+        assert!(bloom.to_bytes().unwrap().len() <= 4 << 20, "folded");
+        let probe: Vec<i64> = some_keys.map(|i| i * 7).into_iter().collect();
+        assert!(passing(&f, &DataType::Utf8, &probe).iter().all(|p| *p));
     }
 }
