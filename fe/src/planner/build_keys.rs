@@ -556,7 +556,7 @@ mod tests {
             .unwrap();
         let bloom = f.downcast_ref::<BloomFilterExpr>().unwrap();
         assert!(
-            bloom.to_bytes().unwrap().len() <= 2 << 20,
+            bloom.to_bytes().unwrap().len() <= 8 + (2 << 20),
             "sized for the keys"
         );
         let probe: Vec<i64> = some_keys.map(key).into_iter().collect();
