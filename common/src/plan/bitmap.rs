@@ -58,6 +58,25 @@ fn map_ints(a: &ArrayRef, mut f: impl FnMut(usize, i64) -> bool) -> Option<Boole
     })
 }
 
+/// Words of a bitmap from `min` to `max`; `None` past [`MAX_BITMAP_RANGE`].
+fn bitmap_words(min: i64, max: i64) -> Option<usize> {
+    let range = max as i128 - min as i128 + 1;
+    (1..=MAX_BITMAP_RANGE as i128)
+        .contains(&range)
+        .then(|| (range as usize).div_ceil(64))
+}
+
+/// Sets the bit of `v` in a bitmap whose bit 0 is `min`.
+fn set_bit(bits: &mut [u64], min: i64, v: i64) {
+    let o = (v - min) as usize;
+    bits[o / 64] |= 1 << (o % 64);
+}
+
+/// Bytes of the wire form of a bitmap of `words` words.
+fn wire_len(words: usize) -> usize {
+    16 + words * 8
+}
+
 /// Integer keys collected exactly as they arrive, as a roaring bitmap: how a
 /// join build side too large to keep as arrays keeps its integer keys. At
 /// the end it knows its exact key count and range, so the runtime filter
@@ -138,15 +157,9 @@ impl IntKeys {
         }
         let min = (self.set.min()? ^ (1 << 63)) as i64;
         let max = (self.set.max()? ^ (1 << 63)) as i64;
-        let range = (max as i128 - min as i128 + 1) as u128;
-        if range > MAX_BITMAP_RANGE as u128 || 16 + (range as usize).div_ceil(64) * 8 > max_bytes {
-            return None;
-        }
-        let mut bits = vec![0u64; (range as usize).div_ceil(64)];
-        for v in self.values() {
-            let o = (v - min) as usize;
-            bits[o / 64] |= 1 << (o % 64);
-        }
+        let words = bitmap_words(min, max).filter(|w| wire_len(*w) <= max_bytes)?;
+        let mut bits = vec![0u64; words];
+        self.values().for_each(|v| set_bit(&mut bits, min, v));
         Some(BitmapFilterExpr {
             expr,
             min,
@@ -167,14 +180,13 @@ impl BitmapFilterExpr {
             }
             true
         })?;
-        if keys == 0 || (max as i128 - min as i128 + 1) as u128 > MAX_BITMAP_RANGE as u128 {
+        if keys == 0 {
             return None;
         }
-        let mut bits = vec![0u64; ((max as i128 - min as i128 + 1) as usize).div_ceil(64)];
+        let mut bits = vec![0u64; bitmap_words(min, max)?];
         map_ints(values, |i, v| {
             if values.is_valid(i) {
-                let o = (v - min) as usize;
-                bits[o / 64] |= 1 << (o % 64);
+                set_bit(&mut bits, min, v);
             }
             true
         })?;
@@ -188,7 +200,7 @@ impl BitmapFilterExpr {
 
     /// Bytes of the wire form ([`Self::to_bytes`]), without building it.
     pub fn wire_len(&self) -> usize {
-        16 + self.bits.len() * 8
+        wire_len(self.bits.len())
     }
 
     /// Wire form: min, key count, then the bitmap words (little endian).

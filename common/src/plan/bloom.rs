@@ -114,13 +114,14 @@ impl Default for BloomKeys {
 }
 
 impl BloomKeys {
-    /// A filter sized for `ndv` distinct keys at [`BLOOM_FPP`] (at most
-    /// [`BLOOM_MAX_BYTES`]), for when the number of keys is known.
+    /// A filter sized for `ndv` distinct keys at [`BLOOM_FPP`], for when
+    /// the number of keys is known.
     pub fn with_ndv(ndv: u64) -> Self {
-        // m = -k n / ln(1 - p^(1/k)) bits, k = 8 (parquet's formula).
-        let bits = -8.0 * ndv.max(1) as f64 / (1.0 - BLOOM_FPP.powf(1.0 / 8.0)).ln();
-        let bytes = ((bits / 8.0) as usize).min(BLOOM_MAX_BYTES);
-        BloomKeys::of(Sbbf::new_with_num_of_bytes(bytes))
+        match Sbbf::new_with_ndv_fpp(ndv.max(1), BLOOM_FPP) {
+            Ok(f) => BloomKeys::of(f),
+            // Only an fpp outside 0..1 is refused.
+            Err(_) => BloomKeys::default(),
+        }
     }
 
     fn of(filter: Sbbf) -> Self {

@@ -250,10 +250,11 @@ impl BuildKeys {
     /// per key, a bitmap when its values are integers in a narrow range, an
     /// IN list of up to `max_in` values, a bloom filter beyond (Doris'
     /// `in_or_bloom`); for a build side of more than [`MAX_COLLECTED_ROWS`]
-    /// the same from the keys gathered as they came ([`LargeKeys`]). Keys tested one by one: a
-    /// probe row passing every test may still not match a build row on all
-    /// keys at once, which the join then drops. `None` before completion or
-    /// when no key has a set a backend can test.
+    /// a bitmap or bloom filter of the keys gathered as they came
+    /// ([`LargeKeys`]). Keys tested one by one: a probe row passing every
+    /// test may still not match a build row on all keys at once, which the
+    /// join then drops. `None` before completion or when no key has a set a
+    /// backend can test.
     pub fn membership(
         &self,
         probe: &[PhysicalExprRef],
