@@ -669,6 +669,7 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
         properties,
         comment: ct.comment.clone().unwrap_or_default(),
         create_time: now_ms(),
+        column_stats: Default::default(),
     })
 }
 

@@ -18,7 +18,7 @@ use crate::ddl;
 use crate::frontend::Frontend;
 use crate::planner::{self, StatementCtx, explain};
 use crate::session::Session;
-use crate::sql::statement::{SetScope, ShowFilter, Statement};
+use crate::sql::statement::{AnalyzeTarget, SetScope, ShowFilter, Statement};
 
 /// What a statement returns.
 pub enum Output {
@@ -240,6 +240,47 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
                     r.compactions, r.input_rowsets, r.input_rows, r.output_rows
                 ),
             })
+        }
+        Statement::Analyze { target, columns } => {
+            let started = std::time::Instant::now();
+            let tables = match target {
+                AnalyzeTarget::Table { db, name } => vec![(ddl::resolve_db(&sdb, &db)?, name)],
+                AnalyzeTarget::Database(db) => {
+                    let state = fe.catalog.read();
+                    let d = state
+                        .database(&db)
+                        .ok_or_else(|| TethysError::UnknownDatabase(db.clone()))?;
+                    let names = d.tables.keys().cloned().collect::<Vec<_>>();
+                    names.into_iter().map(|t| (d.name.clone(), t)).collect()
+                }
+            };
+            let (mut cols, mut rows) = (0, 0);
+            for (db, table) in &tables {
+                let a = crate::analyze::analyze_table(fe, session, db, table, &columns).await?;
+                cols += a.columns;
+                rows += a.rows;
+            }
+            Ok(Output::Ok {
+                affected: 0,
+                info: format!(
+                    "analyzed {cols} columns of {} tables ({rows} rows) in {} ms",
+                    tables.len(),
+                    started.elapsed().as_millis()
+                ),
+            })
+        }
+        Statement::ShowColumnStats { db, table, columns } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let t = table_snapshot(fe, &db, &table)?;
+            string_rows(
+                crate::analyze::SHOW_COLUMNS,
+                crate::analyze::show_rows(&t, &columns),
+            )
+        }
+        Statement::DropStats { db, table, columns } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            crate::analyze::drop_stats(fe, &db, &table, &columns)?;
+            Ok(ok())
         }
         Statement::TruncateTable { db, name, partitions } => {
             ddl::truncate_table(fe, &sdb, &db, &name, &partitions).await?;
@@ -924,6 +965,24 @@ fn statement_ctx(fe: &Frontend, session: &Session, label: Option<String>) -> Sta
     }
 }
 
+/// Runs an internal query (such as `ANALYZE`'s aggregate) with the
+/// session's settings and returns its batches; only for small answers.
+pub(crate) async fn collect_query(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    sql: &str,
+) -> Result<Vec<arrow::array::RecordBatch>> {
+    let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
+    let stmt = Arc::new(statement_ctx(fe, session, None));
+    let ctx = planner::statement_context(fe, session, stmt)?;
+    let plan = ctx
+        .state()
+        .statement_to_plan(parsed)
+        .await
+        .map_err(|e| map_not_found(fe, session, e.into()))?;
+    Ok(ctx.execute_logical_plan(plan).await?.collect().await?)
+}
+
 async fn run_query(
     fe: &Arc<Frontend>,
     session: &Session,
@@ -1041,7 +1100,7 @@ async fn run_query_as(
     }
 }
 
-fn table_snapshot(fe: &Frontend, db: &str, name: &str) -> Result<crate::catalog::Table> {
+pub(crate) fn table_snapshot(fe: &Frontend, db: &str, name: &str) -> Result<crate::catalog::Table> {
     let state = fe.catalog.read();
     let d = state
         .database(db)
@@ -1067,7 +1126,7 @@ async fn tablet_stats(
     planner::stats::tablet_stats(fe, &tablets).await
 }
 
-fn fmt_time(ms: i64) -> String {
+pub(crate) fn fmt_time(ms: i64) -> String {
     if ms <= 0 {
         return "NULL".into();
     }

@@ -2,6 +2,7 @@
 //! log, Doris SQL parsing, planning on DataFusion, fragment scheduling to
 //! backends, and load transactions.
 
+pub mod analyze;
 pub mod auth;
 pub mod catalog;
 pub mod ddl;

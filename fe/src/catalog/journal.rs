@@ -55,6 +55,18 @@ pub enum EditOp {
         table: String,
         properties: Vec<(String, String)>,
     },
+    /// `ANALYZE TABLE`'s results replace the named columns' statistics.
+    SetColumnStats {
+        db: String,
+        table: String,
+        stats: Vec<(String, ColumnStats)>,
+    },
+    /// `DROP STATS`: the named columns' statistics, or all when empty.
+    DropColumnStats {
+        db: String,
+        table: String,
+        columns: Vec<String>,
+    },
     AddBackend {
         backend: BackendInfo,
     },
@@ -139,6 +151,21 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
             let t = table_mut(state, db, table)?;
             for (k, v) in properties {
                 t.properties.insert(k.clone(), v.clone());
+            }
+        }
+        EditOp::SetColumnStats { db, table, stats } => {
+            let t = table_mut(state, db, table)?;
+            for (c, st) in stats {
+                t.column_stats.insert(c.clone(), st.clone());
+            }
+        }
+        EditOp::DropColumnStats { db, table, columns } => {
+            let t = table_mut(state, db, table)?;
+            if columns.is_empty() {
+                t.column_stats.clear();
+            } else {
+                t.column_stats
+                    .retain(|c, _| !columns.iter().any(|d| d.eq_ignore_ascii_case(c)));
             }
         }
         EditOp::AddPartition {

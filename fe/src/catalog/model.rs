@@ -167,6 +167,32 @@ pub struct Table {
     pub properties: BTreeMap<String, String>,
     pub comment: String,
     pub create_time: i64,
+    /// Column statistics from the last `ANALYZE TABLE`, by column name.
+    #[serde(default)]
+    pub column_stats: BTreeMap<String, ColumnStats>,
+}
+
+/// Statistics of one column, collected by `ANALYZE TABLE` and used by the
+/// planner to estimate how many rows a predicate keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColumnStats {
+    /// Rows of the table when the column was analyzed.
+    pub count: u64,
+    /// Distinct non-null values (HyperLogLog estimate).
+    pub ndv: u64,
+    pub num_null: u64,
+    /// Bytes of the column's values (string lengths, or width times rows).
+    pub data_size: u64,
+    /// Smallest and largest value as text, `None` when all values are null.
+    pub min: Option<String>,
+    pub max: Option<String>,
+    /// The bounds as numbers on the axis predicates compare on (days for
+    /// DATE, microseconds for DATETIME, the value for numbers and
+    /// decimals); `None` for strings and booleans.
+    pub min_num: Option<f64>,
+    pub max_num: Option<f64>,
+    /// When it was collected (ms since the epoch).
+    pub updated_time: i64,
 }
 
 impl Table {

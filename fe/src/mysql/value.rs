@@ -236,7 +236,8 @@ impl<'a> RowEncoder<'a> {
         }
     }
 
-    fn text_value(&self, col: usize, row: usize) -> Option<String> {
+    /// The text a client sees for one value (`None` for NULL).
+    pub fn text_value(&self, col: usize, row: usize) -> Option<String> {
         let arr: &ArrayRef = self.batch.column(col);
         if arr.is_null(row) || self.objects[col] {
             return None;

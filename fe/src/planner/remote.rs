@@ -53,6 +53,8 @@ pub struct FragmentInfo {
     /// than one partition is read); `None` for random distribution. An
     /// aggregation grouping by all of them can finish on the backends.
     pub colocated: Option<Vec<String>>,
+    /// The table's column statistics (`ANALYZE TABLE`), for estimates.
+    pub column_stats: Arc<super::selectivity::ColumnStatsMap>,
 }
 
 /// Fragments running on backends, seen as one DataFusion leaf.
@@ -187,7 +189,8 @@ impl BeFragmentExec {
     }
 
     /// Estimated share of the tablets' rows the fragment's filter keeps
-    /// (`stats::selectivity` of the predicate above the scan; 1 without).
+    /// (`selectivity::selectivity` of the predicate above the scan, with the
+    /// table's column statistics; 1 without a predicate).
     pub fn selectivity(&self) -> f64 {
         fn filter_of(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn PhysicalExpr>> {
             if let Some(f) = plan.downcast_ref::<datafusion::physical_plan::filter::FilterExec>() {
@@ -198,7 +201,9 @@ impl BeFragmentExec {
         self.fragments
             .first()
             .and_then(|(_, p)| filter_of(p))
-            .map_or(1.0, |p| super::stats::selectivity(&p))
+            .map_or(1.0, |p| {
+                super::selectivity::selectivity(&p, &self.info.column_stats)
+            })
     }
 
     /// Estimated output: the tablets' rows, the share of them the fragment's

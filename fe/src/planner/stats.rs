@@ -9,8 +9,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use datafusion::physical_expr::PhysicalExpr;
-
 use tethys_common::Result;
 use tethys_common::backend_client::BackendClient;
 use tethys_proto::{TabletStat, TabletStatsRequest};
@@ -165,64 +163,4 @@ pub async fn compact_tablets(
         total.output_rows += r.output_rows;
     }
     Ok(total)
-}
-
-/// Share of rows a predicate is expected to keep, from its shape alone (no
-/// column statistics): `=` keeps a tenth, a range bound 40%, `IN` a tenth per
-/// value, `OR` the sum of its sides, conjunctions the product. Two equalities
-/// (TPC-H q17's `p_brand = .. AND p_container = ..`) thus estimate 1%, not
-/// DataFusion's flat 20%, which decides which join side is built.
-pub fn selectivity(expr: &Arc<dyn PhysicalExpr>) -> f64 {
-    use datafusion::logical_expr::Operator;
-    use datafusion::physical_expr::expressions::{BinaryExpr, InListExpr, LikeExpr, NotExpr};
-    let s = if let Some(b) = expr.downcast_ref::<BinaryExpr>() {
-        match b.op() {
-            Operator::And => selectivity(b.left()) * selectivity(b.right()),
-            Operator::Or => selectivity(b.left()) + selectivity(b.right()),
-            Operator::Eq | Operator::IsNotDistinctFrom => 0.1,
-            Operator::NotEq | Operator::IsDistinctFrom => 0.9,
-            Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => 0.4,
-            _ => 0.5,
-        }
-    } else if let Some(i) = expr.downcast_ref::<InListExpr>() {
-        let s = 0.1 * i.list().len() as f64;
-        if i.negated() { 1.0 - s.min(0.9) } else { s }
-    } else if let Some(n) = expr.downcast_ref::<NotExpr>() {
-        1.0 - selectivity(n.arg())
-    } else if expr.downcast_ref::<LikeExpr>().is_some() {
-        0.2
-    } else {
-        0.5
-    };
-    s.clamp(0.0005, 1.0)
-}
-
-#[cfg(test)]
-mod selectivity_tests {
-    use super::selectivity;
-    use arrow::datatypes::{DataType, Field, Schema};
-    use datafusion::logical_expr::Operator;
-    use datafusion::physical_expr::expressions::{binary, col, in_list, lit};
-
-    #[test]
-    fn shapes_estimate_their_share() {
-        let s = Schema::new(vec![
-            Field::new("a", DataType::Int64, false),
-            Field::new("b", DataType::Utf8, false),
-        ]);
-        let a = col("a", &s).unwrap();
-        let b = col("b", &s).unwrap();
-        let eq_a = binary(a.clone(), Operator::Eq, lit(1i64), &s).unwrap();
-        let eq_b = binary(b.clone(), Operator::Eq, lit("x"), &s).unwrap();
-        let both = binary(eq_a.clone(), Operator::And, eq_b.clone(), &s).unwrap();
-        assert!((selectivity(&both) - 0.01).abs() < 1e-9);
-        let either = binary(eq_a.clone(), Operator::Or, eq_b, &s).unwrap();
-        assert!((selectivity(&either) - 0.2).abs() < 1e-9);
-        let list = in_list(a.clone(), vec![lit(1i64), lit(2i64), lit(3i64)], &false, &s).unwrap();
-        assert!((selectivity(&list) - 0.3).abs() < 1e-9);
-        let lo = binary(a.clone(), Operator::GtEq, lit(1i64), &s).unwrap();
-        let hi = binary(a, Operator::Lt, lit(9i64), &s).unwrap();
-        let range = binary(lo, Operator::And, hi, &s).unwrap();
-        assert!((selectivity(&range) - 0.16).abs() < 1e-9);
-    }
 }

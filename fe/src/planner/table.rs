@@ -420,6 +420,7 @@ impl TableProvider for OlapTable {
                 }
                 Distribution::Random { .. } => "RANDOM".into(),
             },
+            column_stats: Arc::new(self.table.column_stats.clone()),
             colocated: match &self.table.distribution {
                 Distribution::Hash { columns, .. } => {
                     let mut cols = columns.clone();
@@ -523,6 +524,7 @@ mod tests {
             properties: Default::default(),
             comment: String::new(),
             create_time: 0,
+            column_stats: Default::default(),
         }
     }
 

@@ -48,6 +48,13 @@ pub struct DistributionDef {
     pub buckets: Option<u32>,
 }
 
+/// What `ANALYZE` collects statistics for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnalyzeTarget {
+    Table { db: Option<String>, name: String },
+    Database(String),
+}
+
 /// CREATE TABLE in Doris' grammar.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreateTable {
@@ -178,6 +185,24 @@ pub enum Statement {
         table: String,
         partition: Option<String>,
         kind: String,
+    },
+    /// `ANALYZE TABLE t [(cols)] [WITH SYNC]` or `ANALYZE DATABASE db`:
+    /// collects column statistics for the optimizer.
+    Analyze {
+        target: AnalyzeTarget,
+        columns: Vec<String>,
+    },
+    /// `SHOW COLUMN [CACHED] STATS t [(cols)]`.
+    ShowColumnStats {
+        db: Option<String>,
+        table: String,
+        columns: Vec<String>,
+    },
+    /// `DROP STATS t [(cols)]`.
+    DropStats {
+        db: Option<String>,
+        table: String,
+        columns: Vec<String>,
     },
     ShowVariables {
         global: bool,
@@ -462,6 +487,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
                 kind,
             })
         }
+        "analyze" => parse_analyze(&mut t),
         "begin" => Ok(Statement::Begin),
         "start" => {
             t.advance();
@@ -888,9 +914,51 @@ fn parse_drop(t: &mut Tokens) -> Result<Statement> {
             if_exists,
         });
     }
+    if t.eat_kw("stats") {
+        let (db, table) = t.object_name()?;
+        let columns = optional_ident_list(t)?;
+        t.finish()?;
+        return Ok(Statement::DropStats { db, table, columns });
+    }
     Err(TethysError::NotSupported(
-        "only DROP DATABASE and DROP TABLE are supported yet".into(),
+        "only DROP DATABASE, DROP TABLE and DROP STATS are supported yet".into(),
     ))
+}
+
+/// `( a, b )` when the next token opens one; empty otherwise.
+fn optional_ident_list(t: &mut Tokens) -> Result<Vec<String>> {
+    if t.peek() == Some(&Token::LParen) {
+        t.ident_list()
+    } else {
+        Ok(vec![])
+    }
+}
+
+/// `ANALYZE TABLE t [(cols)] [WITH SYNC]` / `ANALYZE DATABASE db [WITH SYNC]`.
+/// Collection always finishes before the statement returns (as `WITH SYNC`
+/// does in Doris); sampling is refused rather than silently ignored.
+fn parse_analyze(t: &mut Tokens) -> Result<Statement> {
+    t.advance();
+    let (target, columns) = if t.eat_kw("table") {
+        let (db, name) = t.object_name()?;
+        (AnalyzeTarget::Table { db, name }, optional_ident_list(t)?)
+    } else if t.eat_kw("database") {
+        (AnalyzeTarget::Database(t.ident()?), vec![])
+    } else {
+        return Err(t.unexpected("TABLE or DATABASE"));
+    };
+    while t.eat_kw("with") {
+        if t.eat_kw("sample") {
+            return Err(TethysError::NotSupported(
+                "ANALYZE ... WITH SAMPLE; Tethys analyzes every row".into(),
+            ));
+        }
+        if !(t.eat_kw("sync") || t.eat_kw("full")) {
+            return Err(t.unexpected("SYNC or FULL"));
+        }
+    }
+    t.finish()?;
+    Ok(Statement::Analyze { target, columns })
 }
 
 fn parse_alter(t: &mut Tokens) -> Result<Statement> {
@@ -1082,6 +1150,14 @@ fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
             all: false,
         });
     }
+    if t.eat_kw("column") {
+        t.eat_kw("cached");
+        t.expect_kw("stats")?;
+        let (db, table) = t.object_name()?;
+        let columns = optional_ident_list(t)?;
+        t.finish()?;
+        return Ok(Statement::ShowColumnStats { db, table, columns });
+    }
     if t.eat_kw("partitions") {
         t.expect_kw("from")?;
         let (db, table) = t.object_name()?;
@@ -1246,6 +1322,48 @@ PROPERTIES ("replication_num" = "1");"#;
         assert_eq!(d.buckets, Some(10));
         assert_eq!(ct.properties, vec![("replication_num".into(), "1".into())]);
         assert_eq!(ct.columns[0].nullable, Some(false));
+    }
+
+    #[test]
+    fn statistics_statements() {
+        assert_eq!(
+            parse("ANALYZE TABLE db1.t (a, b) WITH SYNC").unwrap(),
+            Statement::Analyze {
+                target: AnalyzeTarget::Table {
+                    db: Some("db1".into()),
+                    name: "t".into()
+                },
+                columns: vec!["a".into(), "b".into()],
+            }
+        );
+        assert_eq!(
+            parse("analyze database d").unwrap(),
+            Statement::Analyze {
+                target: AnalyzeTarget::Database("d".into()),
+                columns: vec![],
+            }
+        );
+        assert!(matches!(
+            parse("ANALYZE TABLE t WITH SAMPLE PERCENT 10"),
+            Err(TethysError::NotSupported(_))
+        ));
+        assert!(parse("ANALYZE t").is_err());
+        assert_eq!(
+            parse("SHOW COLUMN CACHED STATS t (a)").unwrap(),
+            Statement::ShowColumnStats {
+                db: None,
+                table: "t".into(),
+                columns: vec!["a".into()],
+            }
+        );
+        assert_eq!(
+            parse("DROP STATS d.t").unwrap(),
+            Statement::DropStats {
+                db: Some("d".into()),
+                table: "t".into(),
+                columns: vec![],
+            }
+        );
     }
 
     #[test]
