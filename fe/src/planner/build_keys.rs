@@ -43,10 +43,22 @@ pub const MAX_COLLECTED_ROWS: usize = 1 << 20;
 /// bytes each) before they are moved into a bloom filter.
 const MAX_EXACT_INT_KEYS: u64 = 8 << 20;
 
-/// A flat bitmap filter may take this many bytes per key (and 64 KiB
-/// whatever the keys): denser sets are cheaper to test as bitmaps than
-/// with an IN list or a bloom filter.
+/// A flat bitmap filter may take this many bytes per key (and
+/// [`BITMAP_BYTES_ANY_DENSITY`] whatever the keys): denser sets are cheaper
+/// to test as bitmaps than with an IN list or a bloom filter.
 const BITMAP_BYTES_PER_KEY: usize = 8;
+
+/// A bitmap of up to 1 MiB (a range of 8 Mi values) is kept however few
+/// keys it holds: a bit test in a cache-resident array costs a fraction of
+/// a bloom filter's hash and block check per probe row. TPC-H q08's 13 K
+/// parts of 2 M at SF10 are a 250 KB bitmap; as a bloom filter, hashing
+/// and checking 60 M `l_partkey` values took half the query's CPU.
+const BITMAP_BYTES_ANY_DENSITY: usize = 1 << 20;
+
+/// The bytes a bitmap of `keys` keys may take.
+fn bitmap_budget(keys: usize) -> usize {
+    BITMAP_BYTES_ANY_DENSITY.max(BITMAP_BYTES_PER_KEY.saturating_mul(keys))
+}
 
 /// The keys of one key expression of a build side too large to keep.
 enum LargeKeys {
@@ -86,8 +98,7 @@ impl LargeKeys {
             if ints.unusable() || ints.is_empty() {
                 return None;
             }
-            let max_bytes = (64 << 10).max(BITMAP_BYTES_PER_KEY * ints.len() as usize);
-            if let Some(b) = ints.bitmap(probe.clone(), max_bytes) {
+            if let Some(b) = ints.bitmap(probe.clone(), bitmap_budget(ints.len() as usize)) {
                 return Some(Arc::new(b));
             }
             let mut bloom = BloomKeys::with_ndv(ints.len());
@@ -307,7 +318,7 @@ fn key_set(
     max_in: usize,
 ) -> Option<Arc<dyn PhysicalExpr>> {
     if let Some(b) = BitmapFilterExpr::build(expr.clone(), values)
-        && b.wire_len() <= (64 << 10).max(BITMAP_BYTES_PER_KEY * values.len())
+        && b.wire_len() <= bitmap_budget(values.len())
     {
         return Some(Arc::new(b));
     }
@@ -472,6 +483,11 @@ mod tests {
         let schema = schema();
         // Dense integer keys: an exact bitmap whatever their number.
         let (c, k) = collected((0..10).map(Some).collect());
+        let f = c.membership(std::slice::from_ref(&k), &schema, 4).unwrap();
+        assert!(f.downcast_ref::<BitmapFilterExpr>().is_some(), "{f}");
+        // Few keys in a range of up to 8 Mi values (q08's parts): a bitmap,
+        // not a bloom filter.
+        let (c, k) = collected((0..2000).map(|i| Some(i * 4001)).collect());
         let f = c.membership(std::slice::from_ref(&k), &schema, 4).unwrap();
         assert!(f.downcast_ref::<BitmapFilterExpr>().is_some(), "{f}");
         // Sparse keys: an IN list up to max_in values, a bloom filter beyond.
