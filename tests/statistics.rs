@@ -105,14 +105,14 @@ async fn analyze_feeds_the_optimizer_and_survives_restart() {
     // column_name, index_name, count, ndv, num_null, data_size,
     // avg_size_byte, min, max, method, type, trigger, query_times, updated_time
     assert_eq!(&d[1..3], ["other", "6000"]);
-    let ndv: f64 = d[3].parse().unwrap();
+    let ndv: f64 = d[3].parse().expect("ndv");
     assert!((ndv - 900.0).abs() < 900.0 * 0.05, "ndv {ndv}");
     assert_eq!(&d[4..6], ["600", "21600"]);
     assert_eq!(&d[7..9], ["2020-01-01", "2022-09-25"]);
     assert_eq!(&stats[2][3..8], ["1", "0", "6000", "1.0", "n"]);
     let t = rows(&mut c, "SHOW COLUMN STATS dim (t)").await;
     assert_eq!(t.len(), 1);
-    let ndv: f64 = t[0][3].parse().unwrap();
+    let ndv: f64 = t[0][3].parse().expect("ndv");
     assert!((ndv - 150.0).abs() <= 3.0, "ndv {ndv}");
 
     // With statistics: dim keeps 1/150 (200 fact rows), other 90% of its
