@@ -68,6 +68,11 @@ struct StandaloneArgs {
     /// How often expired labels are cleaned, seconds.
     #[arg(long, default_value_t = tethys_fe::server::LABEL_CLEAN_INTERVAL_SECS)]
     label_clean_interval_second: u64,
+    /// How often tables are checked for missing or stale column statistics
+    /// (more than a tenth of their rows changed) and analyzed, seconds
+    /// (Doris' auto analyze); 0 turns it off.
+    #[arg(long, default_value_t = tethys_fe::server::AUTO_ANALYZE_INTERVAL_SECS)]
+    auto_analyze_interval_second: u64,
     /// Memory for decoded column pages, MB (Doris' storage page cache;
     /// default 20% of the machine's memory, 0 turns it off).
     #[arg(long)]
@@ -103,6 +108,7 @@ impl Default for StandaloneArgs {
             exec_threads: 0,
             label_keep_max_second: tethys_fe::server::LABEL_KEEP_MAX_SECS,
             label_clean_interval_second: tethys_fe::server::LABEL_CLEAN_INTERVAL_SECS,
+            auto_analyze_interval_second: tethys_fe::server::AUTO_ANALYZE_INTERVAL_SECS,
             storage_page_cache_mb: None,
             pk_index_cache_mb: None,
             disable_auto_compaction: false,
@@ -174,6 +180,7 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
         backends: vec![(args.host.to_string(), args.be_port, args.be_http_port)],
         label_keep_max_secs: args.label_keep_max_second,
         label_clean_interval_secs: args.label_clean_interval_second,
+        auto_analyze_interval_secs: args.auto_analyze_interval_second,
     };
     let fe = tethys_fe::open(&fe_cfg).await?;
     let mut fe_stop = stop_rx.clone();

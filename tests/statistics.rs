@@ -136,12 +136,61 @@ async fn analyze_feeds_the_optimizer_and_survives_restart() {
     assert!(!other_scan_is_filtered(&mut c, QUERY).await);
 
     for (sql, want) in [
-        ("ANALYZE TABLE nosuch", "Unknown table"),
+        ("ANALYZE TABLE nosuch", "Table [nosuch] does not exist"),
         ("ANALYZE TABLE other (nosuch)", "Unknown column 'nosuch'"),
         ("ANALYZE TABLE other WITH SAMPLE PERCENT 10", "SAMPLE"),
-        ("SHOW COLUMN STATS nosuch", "Unknown table"),
+        ("SHOW COLUMN STATS nosuch", "Table [nosuch] does not exist"),
     ] {
         let e = c.query_drop(sql).await.expect_err(sql).to_string();
         assert!(e.contains(want), "{sql}: {e}");
     }
+}
+
+/// Statistics are collected without ANALYZE (Doris 2.1's auto analyze):
+/// a table with rows and no statistics is analyzed in the background, and
+/// again once more than a tenth of its rows changed.
+#[tokio::test]
+async fn tables_are_analyzed_in_the_background() {
+    let server = TethysServer::start_with_args(&binary(), &["--auto-analyze-interval-second", "1"])
+        .await
+        .expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    for s in [
+        "CREATE DATABASE auto",
+        "USE auto",
+        "CREATE TABLE t (k INT NOT NULL, v VARCHAR(8)) DUPLICATE KEY(k) \
+         DISTRIBUTED BY HASH(k) BUCKETS 2",
+        "CREATE TABLE empty_t (k INT NOT NULL) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1",
+        "INSERT INTO t SELECT CAST(value AS INT), 'x' FROM range(1000)",
+    ] {
+        c.query_drop(s).await.expect(s);
+    }
+    // Waits up to 60 s for `t`'s statistics to count `rows` rows.
+    async fn counted(c: &mut Conn, count: &str) -> Vec<Vec<String>> {
+        for _ in 0..600 {
+            let stats = rows(c, "SHOW COLUMN STATS t").await;
+            if stats.len() == 2 && stats.iter().all(|r| r[2] == count) {
+                return stats;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("t was not analyzed at {count} rows");
+    }
+    let stats = counted(&mut c, "1000").await;
+    let ndv: f64 = stats[0][3].parse().expect("ndv");
+    assert!((ndv - 1000.0).abs() <= 20.0, "ndv of k: {stats:?}");
+    // 5% more rows: still fresh enough.
+    c.query_drop("INSERT INTO t SELECT CAST(value AS INT) + 1000, 'y' FROM range(50)")
+        .await
+        .expect("insert 50");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(rows(&mut c, "SHOW COLUMN STATS t").await[0][2], "1000");
+    // Past a tenth: analyzed again.
+    c.query_drop("INSERT INTO t SELECT CAST(value AS INT) + 2000, 'z' FROM range(500)")
+        .await
+        .expect("insert 500");
+    let stats = counted(&mut c, "1550").await;
+    assert_eq!(stats[1][8], "z", "max of v: {stats:?}");
+    // A table without rows is left alone.
+    assert!(rows(&mut c, "SHOW COLUMN STATS empty_t").await.is_empty());
 }

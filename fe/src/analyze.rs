@@ -203,6 +203,61 @@ pub async fn analyze_table(
     Ok(analyzed)
 }
 
+/// Share of a table's rows that may change before automatic collection
+/// analyzes it again (Doris' `table_stats_health_threshold` of 90%).
+const STALE_SHARE: f64 = 0.1;
+
+/// Whether `t`, holding `rows_now` rows, should be analyzed by automatic
+/// collection: it has rows and no statistics, or its row count moved by
+/// more than [`STALE_SHARE`] since it was analyzed.
+fn needs_analyze(t: &Table, rows_now: u64) -> bool {
+    if rows_now == 0 {
+        return false;
+    }
+    match t.column_stats.values().map(|s| s.count).max() {
+        None => true,
+        Some(analyzed) => {
+            (rows_now as f64 - analyzed as f64).abs() > STALE_SHARE * analyzed.max(1) as f64
+        }
+    }
+}
+
+/// One round of automatic collection (Doris 2.1's auto analyze, on by
+/// default): analyzes every table that [`needs_analyze`], one at a time.
+/// Returns how many tables it analyzed; a table it cannot analyze is
+/// logged and left for the next round.
+pub async fn auto_analyze(fe: &Arc<Frontend>) -> usize {
+    let tables: Vec<(String, Table)> = {
+        let state = fe.catalog.read();
+        state
+            .databases
+            .values()
+            .flat_map(|d| d.tables.values().map(|t| (d.name.clone(), t.clone())))
+            .collect()
+    };
+    let session = Session::new(0, "root".into(), "auto-analyze".into());
+    let mut analyzed = 0;
+    for (db, t) in tables {
+        let rows: u64 = crate::planner::stats::table_rows(fe, &t)
+            .await
+            .values()
+            .sum();
+        if !needs_analyze(&t, rows) {
+            continue;
+        }
+        match analyze_table(fe, &session, &db, &t.name, &[]).await {
+            Ok(a) => {
+                tracing::info!(table = %format!("{db}.{}", t.name), rows = a.rows, "auto analyze");
+                analyzed += 1;
+            }
+            Err(e) => {
+                tracing::warn!(table = %format!("{db}.{}", t.name), error = %e, "auto analyze failed")
+            }
+        }
+    }
+    analyzed
+}
+
 /// `DROP STATS db.table [(columns)]`.
 pub fn drop_stats(fe: &Frontend, db: &str, table: &str, columns: &[String]) -> Result<()> {
     let t = crate::executor::table_snapshot(fe, db, table)?;
@@ -280,6 +335,44 @@ mod tests {
             comment: String::new(),
             aggregation: None,
         }
+    }
+
+    #[test]
+    fn tables_are_analyzed_again_when_a_tenth_of_their_rows_changed() {
+        let mut t = Table {
+            id: 1,
+            name: "t".into(),
+            schema: Default::default(),
+            partition_column: None,
+            partitions: vec![],
+            distribution: crate::catalog::Distribution::Random { buckets: 1 },
+            auto_buckets: false,
+            properties: Default::default(),
+            comment: String::new(),
+            create_time: 0,
+            column_stats: Default::default(),
+        };
+        assert!(
+            !needs_analyze(&t, 0),
+            "an empty table has nothing to measure"
+        );
+        assert!(needs_analyze(&t, 5), "never analyzed");
+        let st = |count| ColumnStats {
+            count,
+            ndv: 1,
+            num_null: 0,
+            data_size: 0,
+            min: None,
+            max: None,
+            min_num: None,
+            max_num: None,
+            updated_time: 0,
+        };
+        t.column_stats.insert("a".into(), st(1000));
+        assert!(!needs_analyze(&t, 1000));
+        assert!(!needs_analyze(&t, 1100));
+        assert!(needs_analyze(&t, 1101));
+        assert!(needs_analyze(&t, 899));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tethys_common::{Result, TethysError};
 
@@ -15,6 +16,10 @@ use crate::frontend::Frontend;
 pub const LABEL_KEEP_MAX_SECS: i64 = 43_200;
 /// How often old labels are cleaned (and expired transactions aborted).
 pub const LABEL_CLEAN_INTERVAL_SECS: u64 = 60;
+
+/// Default period of automatic statistics collection, seconds (Doris'
+/// `auto_check_statistics_in_minutes` of 5).
+pub const AUTO_ANALYZE_INTERVAL_SECS: u64 = 300;
 
 /// How to start a frontend.
 #[derive(Debug, Clone)]
@@ -31,6 +36,9 @@ pub struct FrontendConfig {
     pub label_keep_max_secs: i64,
     /// How often expired labels are cleaned, seconds.
     pub label_clean_interval_secs: u64,
+    /// How often tables are checked for missing or stale column statistics
+    /// and analyzed (Doris' auto analyze), seconds; 0 turns it off.
+    pub auto_analyze_interval_secs: u64,
 }
 
 /// Opens the catalog and brings backends in line with it.
@@ -69,6 +77,35 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
     Ok(fe)
 }
 
+/// Runs `round` after `first` and then every `every` (a round that
+/// overruns delays the next), until `stop` turns true.
+fn spawn_periodic<F, Fut>(
+    first: Duration,
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    mut round: F,
+) where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + first, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                r = stop.changed() => {
+                    if r.is_err() || *stop.borrow() {
+                        return;
+                    }
+                    continue;
+                }
+            }
+            round().await;
+        }
+    });
+}
+
 /// Serves MySQL and HTTP until `shutdown` resolves.
 pub async fn serve(
     fe: Arc<Frontend>,
@@ -82,29 +119,33 @@ pub async fn serve(
     });
     let mut rx1 = rx.clone();
     let mut rx2 = rx.clone();
-    let mut rx3 = rx.clone();
+    let rx3 = rx.clone();
+    let rx5 = rx.clone();
     let mut rx4 = rx;
+    if cfg.auto_analyze_interval_secs > 0 {
+        let fe = fe.clone();
+        let every = Duration::from_secs(cfg.auto_analyze_interval_secs);
+        // The first round one period after start, not at once.
+        spawn_periodic(every, every, rx5, move || {
+            let fe = fe.clone();
+            async move {
+                crate::analyze::auto_analyze(&fe).await;
+            }
+        });
+    }
     let cleaner_fe = fe.clone();
     let (label_keep, label_clean) = (cfg.label_keep_max_secs, cfg.label_clean_interval_secs);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(label_clean.max(1)));
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                r = rx3.changed() => {
-                    if r.is_err() || *rx3.borrow() {
-                        return;
-                    }
-                    continue;
-                }
-            }
-            if let Err(e) = cleaner_fe.txn.clean_labels(label_keep) {
+    let every = Duration::from_secs(label_clean.max(1));
+    spawn_periodic(Duration::ZERO, every, rx3, move || {
+        let fe = cleaner_fe.clone();
+        async move {
+            if let Err(e) = fe.txn.clean_labels(label_keep) {
                 tracing::warn!("label cleaning failed: {e}");
             }
-            if let Err(e) = cleaner_fe.txn.republish().await {
+            if let Err(e) = fe.txn.republish().await {
                 tracing::warn!("republishing committed transactions failed: {e}");
             }
-            if let Err(e) = cleaner_fe.txn.abort_expired().await {
+            if let Err(e) = fe.txn.abort_expired().await {
                 tracing::warn!("aborting expired transactions failed: {e}");
             }
         }

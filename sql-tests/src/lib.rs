@@ -146,6 +146,17 @@ impl TethysServer {
             .arg(self.ports[2].to_string())
             .arg("--fe-rpc-port")
             .arg(self.ports[3].to_string())
+            // Statistics collected in the background would change plans
+            // (and EXPLAIN output) while a test runs: off unless asked for.
+            .args(
+                (!self
+                    .extra_args
+                    .iter()
+                    .any(|a| a == "--auto-analyze-interval-second"))
+                .then_some(["--auto-analyze-interval-second", "0"])
+                .into_iter()
+                .flatten(),
+            )
             .args(&self.extra_args)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

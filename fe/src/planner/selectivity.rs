@@ -279,7 +279,7 @@ mod tests {
         [
             ("a".to_string(), st(1000, 0, Some(1.0), Some(1000.0))),
             ("b".to_string(), st(150, 0, None, None)),
-            ("d".to_string(), st(2000, 500, Some(0.0), Some(2000.0))),
+            ("d".to_string(), st(2000, 250, Some(0.0), Some(2000.0))),
         ]
         .into_iter()
         .collect()
