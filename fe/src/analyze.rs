@@ -96,6 +96,30 @@ fn stats_query(db: &str, table: &str, cols: &[&Column]) -> String {
     )
 }
 
+/// A DATETIME(p) value's text with exactly `p` fractional digits, as the
+/// column shows it (the aggregate's result carries no precision).
+fn datetime_text(text: String, precision: u8) -> String {
+    let (secs, frac) = text.split_once('.').unwrap_or((text.as_str(), ""));
+    if precision == 0 {
+        return secs.to_string();
+    }
+    let digits: String = frac
+        .chars()
+        .chain(std::iter::repeat('0'))
+        .take(usize::from(precision))
+        .collect();
+    format!("{secs}.{digits}")
+}
+
+/// Bytes one value of a fixed-width type takes (BOOLEAN one, as in Doris).
+fn value_width(t: &ColumnType) -> u64 {
+    match t {
+        ColumnType::Float => 4,
+        ColumnType::Double => 8,
+        t => t.fixed_width().unwrap_or(8) as u64,
+    }
+}
+
 /// Reads the one row of `stats_query`'s answer into statistics per column.
 fn read_stats(
     batch: &RecordBatch,
@@ -133,10 +157,17 @@ fn read_stats(
             return Err(bad());
         }
         let non_null = int(i)?;
+        let shown = |j: usize| {
+            let t = text.text_value(j, 0)?;
+            Some(match c.column_type {
+                ColumnType::DateTime { precision } => datetime_text(t, precision),
+                _ => t,
+            })
+        };
         let data_size = if c.column_type.is_string() {
             int(i + 4)?
         } else {
-            non_null * c.column_type.arrow_type().primitive_width().unwrap_or(8) as u64
+            non_null * value_width(&c.column_type)
         };
         out.push((
             c.name.clone(),
@@ -147,8 +178,8 @@ fn read_stats(
                 ndv: int(i + 1)?.min(non_null),
                 num_null: rows.saturating_sub(non_null),
                 data_size,
-                min: text.text_value(i + 2, 0),
-                max: text.text_value(i + 3, 0),
+                min: shown(i + 2),
+                max: shown(i + 3),
                 min_num: axis(i + 2),
                 max_num: axis(i + 3),
                 updated_time: now,
@@ -429,6 +460,20 @@ mod tests {
         assert_eq!((s.min_num, s.max_num), (None, None));
         let f = &stats[2].1;
         assert_eq!((f.ndv, f.num_null, f.min.clone()), (0, 10, None));
+        assert_eq!(value_width(&ColumnType::Boolean), 1);
+        assert_eq!(
+            datetime_text("2026-01-02 03:04:05.678000".into(), 3),
+            "2026-01-02 03:04:05.678"
+        );
+        assert_eq!(
+            datetime_text("1999-12-31 23:59:59".into(), 2),
+            "1999-12-31 23:59:59.00"
+        );
+        assert_eq!(
+            datetime_text("1999-12-31 23:59:59.5".into(), 0),
+            "1999-12-31 23:59:59"
+        );
+        assert_eq!(value_width(&ColumnType::Double), 8);
         assert_eq!(DataType::Float64, batch.column(12).data_type().clone());
         // A short answer is an error, not a panic.
         let short = batch.project(&[0, 1, 2]).unwrap();
