@@ -15,18 +15,10 @@ fn binary() -> PathBuf {
 }
 
 async fn rows(c: &mut Conn, sql: &str) -> Vec<String> {
-    let out: Vec<mysql_async::Row> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    out.into_iter()
-        .map(|r| {
-            (0..r.len())
-                .map(|i| match r.as_ref(i) {
-                    Some(mysql_async::Value::NULL) | None => "NULL".to_string(),
-                    Some(mysql_async::Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
-                    Some(v) => format!("{v:?}"),
-                })
-                .collect::<Vec<_>>()
-                .join("|")
-        })
+    tethys_sql_tests::query_rows(c, sql)
+        .await
+        .into_iter()
+        .map(|r| r.join("|"))
         .collect()
 }
 

@@ -265,6 +265,24 @@ impl MySqlDb {
     }
 }
 
+/// The rows of `sql` as text (`NULL` for NULL), for tests that check
+/// answers or EXPLAIN lines directly; panics, naming the statement, when it
+/// fails.
+pub async fn query_rows(c: &mut Conn, sql: &str) -> Vec<Vec<String>> {
+    let out: Vec<mysql_async::Row> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    out.into_iter()
+        .map(|r| {
+            (0..r.len())
+                .map(|i| match r.as_ref(i) {
+                    Some(Value::NULL) | None => "NULL".to_string(),
+                    Some(Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
+                    Some(v) => format!("{v:?}"),
+                })
+                .collect()
+        })
+        .collect()
+}
+
 fn text(v: &Value) -> String {
     match v {
         Value::NULL => "NULL".into(),

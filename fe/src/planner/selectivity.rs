@@ -185,16 +185,8 @@ fn predicate(expr: &Arc<dyn PhysicalExpr>, stats: &ColumnStatsMap) -> (f64, bool
                     true,
                 );
             }
-            Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => {
-                if let (Some(min), Some(max), Some(v)) = (st.min_num, st.max_num, axis_value(v)) {
-                    let (lo, hi) = if matches!(op, Operator::Gt | Operator::GtEq) {
-                        (v, max)
-                    } else {
-                        (min, v)
-                    };
-                    return (interval_share(lo, hi, st), true);
-                }
-            }
+            // Range bounds with a numeric axis were merged into intervals
+            // by `conjunction`; others (strings) fall to the shape below.
             _ => {}
         }
     }
