@@ -170,6 +170,12 @@ async fn runtime_filter_of_a_join_on_keys_from_two_tables_reaches_the_scan() {
     c.query_drop(format!("INSERT INTO supp VALUES {}", supps.join(",")))
         .await
         .expect("supp");
+    // The FROM order: `sales ⋈ cust` under the join with `supp`, the shape
+    // this test is about (reordered, `supp ⋈ cust` by nation is built and
+    // sales probes it on both keys).
+    c.query_drop("SET disable_join_reorder = true")
+        .await
+        .expect("keep order");
     let q = "SELECT count(*), sum(s.amount) FROM sales s JOIN cust c ON s.cust = c.cust \
              JOIN supp p ON s.supp = p.supp AND c.nation = p.nation WHERE p.region = 'ASIA'";
     // Reference: supplier i < 10 has nation i % 5; sale i's customer has

@@ -120,6 +120,8 @@ static VARS: &[VarDef] = &[
     // rows builds its hash tables in parallel, which pays off sooner.
     v("broadcast_row_count_limit", "1048576", Kind::Int),
     v("enable_nereids_planner", "true", Kind::Bool),
+    v("disable_join_reorder", "false", Kind::Bool),
+    v("max_join_number_of_reorder", "63", Kind::Int),
     v("group_commit", "off_mode", Kind::Str),
 ];
 
@@ -272,6 +274,20 @@ impl Variables {
         self.get("broadcast_row_count_limit")
             .and_then(|v| v.parse().ok())
             .unwrap_or(1 << 20)
+    }
+
+    /// `disable_join_reorder`: inner joins run in the order the query
+    /// lists them.
+    pub fn disable_join_reorder(&self) -> bool {
+        self.get("disable_join_reorder")
+            .is_some_and(|v| v == "true")
+    }
+
+    /// Inner join trees of more relations than this keep their order.
+    pub fn max_join_number_of_reorder(&self) -> usize {
+        self.get("max_join_number_of_reorder")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(63)
     }
 
     pub fn parallelism(&self) -> usize {

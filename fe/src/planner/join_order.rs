@@ -25,9 +25,9 @@ use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use super::remote::BeFragmentExec;
 
 /// Rows assumed for an input nothing is known about.
-const UNKNOWN_ROWS: f64 = 1e6;
+pub(crate) const UNKNOWN_ROWS: f64 = 1e6;
 /// Share of rows a filter keeps (DataFusion's default selectivity).
-const FILTER_SELECTIVITY: f64 = 0.2;
+pub(crate) const FILTER_SELECTIVITY: f64 = 0.2;
 /// Share of input rows a grouped aggregation returns, by the number of
 /// grouping columns: one column (a foreign key, a date) repeats a lot; a
 /// combination of two or more (TPC-H q20's per part and supplier sum keeps

@@ -10,6 +10,7 @@ pub mod build_keys;
 pub mod explain;
 pub mod join_keys;
 pub mod join_order;
+pub mod join_reorder;
 pub mod remote;
 pub mod runtime_filter;
 pub mod selectivity;
@@ -173,6 +174,11 @@ pub fn statement_context(
         .with_runtime_env(runtime)
         .with_default_features()
         .with_physical_optimizer_rules(physical_rules());
+    if !vars.disable_join_reorder() {
+        builder = builder.with_optimizer_rule(Arc::new(join_reorder::ReorderJoins {
+            max_relations: vars.max_join_number_of_reorder(),
+        }));
+    }
     // Tethys' planner goes first so MySQL semantics win over the defaults.
     if let Some(planners) = builder.expr_planners() {
         planners.insert(0, Arc::new(MySqlSemantics));

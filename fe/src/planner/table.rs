@@ -257,6 +257,55 @@ impl OlapTable {
     }
 }
 
+/// What join ordering needs to know of one scan of a table.
+#[derive(Debug, Clone)]
+pub struct ScanEstimate {
+    /// Rows the scan is expected to return after its filters.
+    pub rows: f64,
+    /// Rows of the whole table.
+    pub table_rows: f64,
+    /// Distinct values per column, where `ANALYZE` collected them.
+    pub ndv: HashMap<String, f64>,
+}
+
+impl OlapTable {
+    /// The expected output of a scan with `filters` (the table's rows times
+    /// the filters' `selectivity`), `None` while no backend has reported the
+    /// table's rows.
+    pub fn estimate_scan(&self, filters: &[Expr]) -> Option<ScanEstimate> {
+        if self.rows.is_empty() {
+            return None;
+        }
+        let table_rows = self.rows.values().sum::<u64>() as f64;
+        let kept = conjunction(datafusion::logical_expr::expr_rewriter::unnormalize_cols(
+            filters.iter().cloned(),
+        ))
+        .and_then(|e| {
+            let schema = DFSchema::try_from(self.schema.as_ref().clone()).ok()?;
+            datafusion::physical_expr::create_physical_expr(
+                &e,
+                &schema,
+                &datafusion::execution::context::ExecutionProps::new(),
+                &Default::default(),
+            )
+            .ok()
+        })
+        .map_or(1.0, |p| {
+            super::selectivity::selectivity(&p, &self.table.column_stats)
+        });
+        Some(ScanEstimate {
+            rows: table_rows * kept,
+            table_rows,
+            ndv: self
+                .table
+                .column_stats
+                .iter()
+                .map(|(c, s)| (c.to_lowercase(), s.ndv as f64))
+                .collect(),
+        })
+    }
+}
+
 #[async_trait]
 impl TableProvider for OlapTable {
     fn schema(&self) -> SchemaRef {
