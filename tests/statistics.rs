@@ -206,7 +206,9 @@ const STAR: &str = "SELECT count(*), sum(f.v) FROM fact f, da, db, g \
 /// FROM clause gives (`g` keeps one row, so `g ⋈ da` comes before the fact
 /// table is touched); `disable_join_reorder` and a
 /// `max_join_number_of_reorder` below the relation count keep the FROM
-/// order; the answer is the same either way.
+/// order; the answer is the same either way. A dimension a little bigger
+/// than the fact side's estimate is still built, so its runtime filter
+/// reaches the fact table's scan.
 #[tokio::test]
 async fn joins_are_reordered_by_estimated_size() {
     let server = TethysServer::start(&binary()).await.expect("start");
@@ -255,4 +257,33 @@ async fn joins_are_reordered_by_estimated_size() {
     let first = first_join(&mut c, STAR).await;
     assert!(first.contains("grp@"), "{first}");
     assert_eq!(rows(&mut c, STAR).await, answer);
+
+    // After `g` (a hundredth) and `da` (a tenth, by `da.grp = 3` inferred
+    // from `g.g = 3`), the fact side is estimated at 20 rows, fewer than
+    // the 60 of dc's 600 rows `tag = 't1'` keeps; dc is built all the same, so its runtime filter reaches the
+    // fact table's scan of 20000 rows.
+    c.query_drop(
+        "CREATE TABLE dc (k INT NOT NULL, tag VARCHAR(8)) DUPLICATE KEY(k) \
+         DISTRIBUTED BY HASH(k) BUCKETS 1",
+    )
+    .await
+    .expect("dc");
+    c.query_drop("INSERT INTO dc SELECT CAST(value AS INT), concat('t', CAST(value % 10 AS VARCHAR)) FROM range(600)")
+        .await
+        .expect("dc rows");
+    let q = "SELECT count(*), sum(f.v) FROM fact f, da, dc, g \
+             WHERE f.a = da.k AND f.b = dc.k AND da.grp = g.g AND g.name = 'g3' AND g.g = 3 \
+             AND dc.tag = 't1'";
+    assert_eq!(rows(&mut c, q).await, [["120", "717"]]);
+    let plan: Vec<String> = rows(&mut c, &format!("EXPLAIN {q}"))
+        .await
+        .into_iter()
+        .map(|r| r.join(""))
+        .collect();
+    let fact_filters = plan
+        .iter()
+        .skip_while(|l| !l.contains("TABLE: jo.fact(fact)"))
+        .find(|l| l.contains("runtime filters:"))
+        .unwrap_or_else(|| panic!("{}", plan.join("\n")));
+    assert!(fact_filters.contains("-> b@"), "{}", plan.join("\n"));
 }

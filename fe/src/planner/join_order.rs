@@ -8,7 +8,9 @@
 //! fact-to-dimension (foreign key to primary key), whose output is about as
 //! large as the bigger input; this rule estimates with that assumption, so
 //! dimensions end up on the build side and their runtime filters on the
-//! fact table's scan.
+//! fact table's scan. A fact table's side stays the probe side even when
+//! its joins so far made it a little smaller than the next dimension, so
+//! that dimension's runtime filter still reaches the fact table's scan.
 
 use std::sync::Arc;
 
@@ -51,10 +53,16 @@ impl PhysicalOptimizerRule for BuildSmallerSide {
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         rewrite_hash_joins(plan, |j| {
-            if !j.join_type().supports_swap()
-                || j.null_aware
-                || estimate_rows(j.left()) <= estimate_rows(j.right())
-            {
+            if !j.join_type().supports_swap() || j.null_aware {
+                return Ok(None);
+            }
+            let (l, r) = (j.left(), j.right());
+            let build_right = if estimate_rows(l) <= estimate_rows(r) {
+                keeps_scan_filtered(l, r)
+            } else {
+                !keeps_scan_filtered(r, l)
+            };
+            if !build_right {
                 return Ok(None);
             }
             Ok(Some(j.swap_inputs(*j.partition_mode())?))
@@ -67,6 +75,40 @@ impl PhysicalOptimizerRule for BuildSmallerSide {
 
     fn schema_check(&self) -> bool {
         true
+    }
+}
+
+/// A probe side may be up to this many times smaller than the build side
+/// when probing it lets the join's runtime filter reach a big scan.
+const FILTERED_PROBE_RATIO: f64 = 4.0;
+/// What counts as a big scan: this many times the build side's rows.
+const BIG_SCAN_RATIO: f64 = 10.0;
+
+/// Whether `small`, the input with fewer estimated rows, should rather be
+/// probed: it reads a table much bigger than `other` (whose runtime filter
+/// it would then receive) and `other` is not much bigger than it. SSB
+/// q4.3's lineorder, after the part and supplier joins, is estimated at a
+/// third of the customers in AMERICA; building it would keep the customer
+/// and date filters from lineorder's scan, whose date filter alone skips
+/// three quarters of its pages (27 ms against 55 ms).
+fn keeps_scan_filtered(small: &Arc<dyn ExecutionPlan>, other: &Arc<dyn ExecutionPlan>) -> bool {
+    let (s, o) = (estimate_rows(small), estimate_rows(other));
+    o <= s * FILTERED_PROBE_RATIO && probe_scan_rows(small) >= o * BIG_SCAN_RATIO
+}
+
+/// Rows (before filters) of the scan a runtime filter applied at `plan`'s
+/// top would reach: down single-input operators and hash joins' probe
+/// sides.
+fn probe_scan_rows(plan: &Arc<dyn ExecutionPlan>) -> f64 {
+    if let Some(be) = plan.downcast_ref::<BeFragmentExec>() {
+        return be.info.rows.map_or(0.0, |r| r as f64);
+    }
+    if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
+        return probe_scan_rows(j.right());
+    }
+    match plan.children().as_slice() {
+        [child] => probe_scan_rows(child),
+        _ => 0.0,
     }
 }
 
@@ -180,11 +222,15 @@ fn estimate(plan: &Arc<dyn ExecutionPlan>) -> Estimate {
             JoinType::Full => rows_only(l.rows + r.rows),
             JoinType::Left | JoinType::Right => rows_only(l.rows.max(r.rows)),
             JoinType::Inner => {
-                // Foreign key to primary key: every row of the bigger side
-                // finds its match, unless a filter dropped it from the
-                // smaller side, so the bigger side shrinks by what the
-                // smaller one kept.
-                let (big, small) = if l.rows >= r.rows { (l, r) } else { (r, l) };
+                // Foreign key to primary key: every row of the side over
+                // the bigger tables finds its match, unless a filter
+                // dropped it from the other side, so it shrinks by what the
+                // other side kept. Bigger by rows before filters: after the
+                // part and supplier joins SSB q4.3's lineorder side has
+                // fewer rows than the customers in AMERICA, yet it is
+                // still the foreign key side of the customer join.
+                let base = |e: &Estimate| e.rows / e.kept.max(1e-12);
+                let (big, small) = if base(&l) >= base(&r) { (l, r) } else { (r, l) };
                 Estimate {
                     rows: big.rows * small.kept,
                     kept: big.kept * small.kept,
