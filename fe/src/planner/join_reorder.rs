@@ -19,7 +19,9 @@
 //! `selectivity` of the filters pushed into its scan; a set of relations
 //! joins to the product of their rows divided, per class, by all but the
 //! smallest of its keys' distinct counts (|X|·|Y| / max(ndv(a), ndv(b))
-//! for one pair), each count capped by its relation's rows. The distinct
+//! for one pair), each count capped by its relation's rows, and a
+//! composite key between two relations by at most the smaller table's
+//! rows (`JoinGraph::rows`). The distinct
 //! counts come from `ANALYZE`; a key without them is taken to have as many
 //! values as the smallest table of its class has rows: a foreign key
 //! meeting a primary key, where the bigger side shrinks by what the filters
@@ -200,6 +202,8 @@ const DP_MAX_RELATIONS: usize = 10;
 struct JoinGraph {
     /// Estimated rows of each relation (at least 1).
     rows: Vec<f64>,
+    /// Rows of the table each relation reads.
+    table_rows: Vec<f64>,
     /// Each class: its keys' relation and distinct count (capped by the
     /// relation's rows).
     classes: Vec<Vec<(usize, f64)>>,
@@ -235,6 +239,7 @@ impl JoinGraph {
         }
         JoinGraph {
             rows: est.iter().map(|e| e.rows.max(1.0)).collect(),
+            table_rows: est.iter().map(|e| e.table_rows.max(1.0)).collect(),
             classes,
             residual: conds
                 .iter()
@@ -244,24 +249,77 @@ impl JoinGraph {
         }
     }
 
-    /// Estimated rows of joining the relations of `set`: the product of
-    /// their rows, divided per class by all but the smallest of its keys'
-    /// distinct counts (`|X|·|Y| / max(ndv)` for one pair).
+    /// Estimated rows of joining the relations of `set`, adding them in
+    /// index order: each multiplies by its rows and divides, per key class
+    /// it shares with those before it, by the larger of its key's distinct
+    /// count and the smallest of theirs (|X|·|Y| / max(ndv(a), ndv(b)) for
+    /// one pair). Classes that link it to the same earlier relation form a
+    /// composite key, which divides by at most the smaller table's rows:
+    /// lineitem's (partkey, suppkey) meets partsupp's pair once per line
+    /// (TPC-H q09), not once per 200 K × 10 K.
     fn rows(&self, set: u64) -> f64 {
-        let mut rows: f64 = (0..self.rows.len())
-            .filter(|i| set & (1 << i) != 0)
-            .map(|i| self.rows[i])
-            .product();
-        for class in &self.classes {
-            let mut ndv: Vec<f64> = class
-                .iter()
-                .filter(|(rel, _)| set & (1 << rel) != 0)
-                .map(|(_, d)| *d)
-                .collect();
-            ndv.sort_by(|a, b| b.total_cmp(a));
-            for d in ndv.iter().take(ndv.len().saturating_sub(1)) {
-                rows /= d;
+        let mut rows = 1.0;
+        let mut before = 0u64;
+        for r in (0..self.rows.len()).filter(|i| set & (1 << i) != 0) {
+            rows *= self.rows[r];
+            // Per shared class: its divisor and the earlier relations with
+            // a key in it.
+            let mut links: Vec<(f64, Vec<usize>)> = vec![];
+            for class in &self.classes {
+                let mine = class
+                    .iter()
+                    .filter(|(rel, _)| *rel == r)
+                    .map(|(_, d)| *d)
+                    .fold(f64::INFINITY, f64::min);
+                let earlier: Vec<(usize, f64)> = class
+                    .iter()
+                    .filter(|(rel, _)| before & (1 << rel) != 0)
+                    .copied()
+                    .collect();
+                if mine.is_infinite() || earlier.is_empty() {
+                    continue;
+                }
+                let theirs = earlier
+                    .iter()
+                    .map(|(_, d)| *d)
+                    .fold(f64::INFINITY, f64::min);
+                links.push((
+                    mine.max(theirs),
+                    earlier.iter().map(|(rel, _)| *rel).collect(),
+                ));
             }
+            let shared = |q: usize| links.iter().filter(|(_, ps)| ps.contains(&q)).count();
+            // Each class counts toward the earlier relation that shares the
+            // most classes with `r` (the lowest index on ties).
+            let mut by_partner: Vec<(usize, f64, usize)> = vec![];
+            for (d, partners) in &links {
+                let q = partners
+                    .iter()
+                    .copied()
+                    .fold(None, |best: Option<usize>, q| match best {
+                        Some(b) if shared(b) > shared(q) || (shared(b) == shared(q) && b < q) => {
+                            Some(b)
+                        }
+                        _ => Some(q),
+                    });
+                let Some(q) = q else { continue };
+                match by_partner.iter_mut().find(|(p, _, _)| *p == q) {
+                    Some((_, product, n)) => {
+                        *product *= d;
+                        *n += 1;
+                    }
+                    None => by_partner.push((q, *d, 1)),
+                }
+            }
+            for (q, product, n) in by_partner {
+                let d = if n > 1 {
+                    product.min(self.table_rows[r].min(self.table_rows[q]))
+                } else {
+                    product
+                };
+                rows /= d.max(1.0);
+            }
+            before |= 1 << r;
         }
         for r in &self.residual {
             if r & !set == 0 && r.count_ones() > 1 {
@@ -665,6 +723,7 @@ mod tests {
     fn q05() -> JoinGraph {
         JoinGraph {
             rows: vec![1.0, 25.0, 150e3, 214e3, 6e6, 10e3],
+            table_rows: vec![5.0, 25.0, 150e3, 1.5e6, 6e6, 10e3],
             classes: vec![
                 vec![(0, 1.0), (1, 5.0)],
                 vec![(1, 25.0), (2, 25.0), (5, 25.0)],
@@ -699,6 +758,26 @@ mod tests {
         // Greedy joins supplier to the region first, then has to build
         // customers ⋈ orders unfiltered.
         assert_eq!(g.greedy_order().canonical(), "(((0 1) 5) ((2 3) 4))");
+    }
+
+    #[test]
+    fn composite_keys_divide_by_at_most_the_smaller_table() {
+        // TPC-H q09: part (a fifth kept), partsupp, lineitem; lineitem's
+        // (partkey, suppkey) is partsupp's key.
+        let g = JoinGraph {
+            rows: vec![40e3, 800e3, 6e6],
+            table_rows: vec![200e3, 800e3, 6e6],
+            classes: vec![
+                vec![(0, 40e3), (1, 200e3), (2, 200e3)],
+                vec![(1, 10e3), (2, 10e3)],
+            ],
+            residual: vec![],
+        };
+        assert_eq!(g.rows(0b110), 6e6);
+        assert_eq!(g.rows(0b111), 1.2e6);
+        // Part's filter reaches partsupp first, not after a partsupp ⋈
+        // lineitem estimated at 2400 rows.
+        assert_eq!(g.best_order().expect("connected").canonical(), "((0 1) 2)");
     }
 
     #[test]
