@@ -21,14 +21,19 @@ async fn rows(c: &mut Conn, sql: &str) -> Vec<Vec<String>> {
     tethys_sql_tests::query_rows(c, sql).await
 }
 
-/// The rows of `other`'s scan node in an EXPLAIN: whether a runtime filter
-/// lands on it tells which side of the top join was built.
-async fn other_scan_is_filtered(c: &mut Conn, sql: &str) -> bool {
-    let plan: Vec<String> = rows(c, &format!("EXPLAIN {sql}"))
+/// The lines of `EXPLAIN sql`.
+async fn explain(c: &mut Conn, sql: &str) -> Vec<String> {
+    rows(c, &format!("EXPLAIN {sql}"))
         .await
         .into_iter()
         .map(|r| r.join(""))
-        .collect();
+        .collect()
+}
+
+/// The rows of `other`'s scan node in an EXPLAIN: whether a runtime filter
+/// lands on it tells which side of the top join was built.
+async fn other_scan_is_filtered(c: &mut Conn, sql: &str) -> bool {
+    let plan = explain(c, sql).await;
     let text = plan.join("\n");
     let start = plan
         .iter()
@@ -187,11 +192,7 @@ async fn tables_are_analyzed_in_the_background() {
 
 /// The deepest join's condition in an EXPLAIN: the first join that runs.
 async fn first_join(c: &mut Conn, sql: &str) -> String {
-    let plan: Vec<String> = rows(c, &format!("EXPLAIN {sql}"))
-        .await
-        .into_iter()
-        .map(|r| r.join(""))
-        .collect();
+    let plan = explain(c, sql).await;
     plan.iter()
         .rev()
         .find(|l| l.contains("equal join conjunct:"))
@@ -260,8 +261,9 @@ async fn joins_are_reordered_by_estimated_size() {
 
     // After `g` (a hundredth) and `da` (a tenth, by `da.grp = 3` inferred
     // from `g.g = 3`), the fact side is estimated at 20 rows, fewer than
-    // the 60 of dc's 600 rows `tag = 't1'` keeps; dc is built all the same, so its runtime filter reaches the
-    // fact table's scan of 20000 rows.
+    // the 60 of dc's 600 rows `tag = 't1'` keeps; dc is built all the
+    // same, so its runtime filter reaches the fact table's scan of 20000
+    // rows.
     c.query_drop(
         "CREATE TABLE dc (k INT NOT NULL, tag VARCHAR(8)) DUPLICATE KEY(k) \
          DISTRIBUTED BY HASH(k) BUCKETS 1",
@@ -275,11 +277,7 @@ async fn joins_are_reordered_by_estimated_size() {
              WHERE f.a = da.k AND f.b = dc.k AND da.grp = g.g AND g.name = 'g3' AND g.g = 3 \
              AND dc.tag = 't1'";
     assert_eq!(rows(&mut c, q).await, [["120", "717"]]);
-    let plan: Vec<String> = rows(&mut c, &format!("EXPLAIN {q}"))
-        .await
-        .into_iter()
-        .map(|r| r.join(""))
-        .collect();
+    let plan = explain(&mut c, q).await;
     let fact_filters = plan
         .iter()
         .skip_while(|l| !l.contains("TABLE: jo.fact(fact)"))

@@ -132,7 +132,7 @@ impl ReorderJoins {
         let mut rels = vec![];
         let mut conds = vec![];
         let shape = flatten(plan.clone(), &mut rels, &mut conds);
-        let Some(new_shape) = self.plan_order(&rels, &conds)? else {
+        let Some((new_shape, conds, classes)) = self.plan_order(&rels, conds) else {
             return self.descend(plan);
         };
         if new_shape.canonical() == shape.canonical() {
@@ -143,8 +143,6 @@ impl ReorderJoins {
             .into_iter()
             .map(|r| Ok(self.reorder(r)?.data))
             .collect::<Result<Vec<_>>>()?;
-        let conds = classify(conds, &rels).unwrap_or_default();
-        let classes = key_classes(&conds);
         let mut placed = vec![false; conds.len()];
         let (joined, _) = build(&new_shape, &rels, &conds, &classes, &mut placed)?;
         // Conditions without a join to carry them (none, as every
@@ -169,27 +167,28 @@ impl ReorderJoins {
         }
     }
 
-    /// The order of `rels`, `None` when the tree is too small or too large
-    /// to reorder or a condition's columns cannot be placed.
-    fn plan_order(&self, rels: &[LogicalPlan], conds: &[Expr]) -> Result<Option<Shape>> {
+    /// The order of `rels`, with the conditions classified and their key
+    /// classes; `None` when the tree is too small or too large to reorder
+    /// or a condition's columns cannot be placed.
+    fn plan_order(&self, rels: &[LogicalPlan], conds: Vec<Expr>) -> Option<Planned> {
         if rels.len() < 3 || rels.len() > self.max_relations.min(64) {
-            return Ok(None);
+            return None;
         }
-        let Some(conds) = classify(conds.to_vec(), rels) else {
-            return Ok(None);
-        };
+        let conds = classify(conds, rels)?;
+        let classes = key_classes(&conds);
         let est: Vec<RelEstimate> = rels.iter().map(estimate).collect();
-        let graph = JoinGraph::new(rels, &est, &conds);
-        Ok(Some(if rels.len() <= DP_MAX_RELATIONS {
-            match graph.best_order() {
-                Some(shape) => shape,
-                None => graph.greedy_order(),
-            }
+        let graph = JoinGraph::new(&classes, &est, &conds);
+        let shape = if rels.len() <= DP_MAX_RELATIONS {
+            graph.best_order().unwrap_or_else(|| graph.greedy_order())
         } else {
             graph.greedy_order()
-        }))
+        };
+        Some((shape, conds, classes))
     }
 }
+
+/// A tree's new shape, its classified conditions and their key classes.
+type Planned = (Shape, Vec<Cond>, Vec<Vec<(Expr, usize)>>);
 
 /// Trees of up to this many relations are ordered exhaustively (3^n
 /// splits: 59 K at 10); bigger ones greedily.
@@ -213,13 +212,12 @@ struct JoinGraph {
 }
 
 impl JoinGraph {
-    fn new(rels: &[LogicalPlan], est: &[RelEstimate], conds: &[Cond]) -> Self {
-        let keys = key_classes(conds);
+    fn new(keys: &[Vec<(Expr, usize)>], est: &[RelEstimate], conds: &[Cond]) -> Self {
         let mut classes = vec![];
         for class in keys {
             let info: Vec<(usize, (Option<f64>, f64))> = class
                 .iter()
-                .map(|(e, rel)| (*rel, column_estimate(e, rels, est)))
+                .map(|(e, rel)| (*rel, key_estimate(e, &est[*rel])))
                 .collect();
             // A key without statistics has as many values as the smallest
             // table (or known distinct count) of its class: a foreign key
@@ -476,21 +474,14 @@ fn key_classes(conds: &[Cond]) -> Vec<Vec<(Expr, usize)>> {
     classes.into_iter().map(|(_, m)| m).collect()
 }
 
-/// The distinct count of a join key (when `ANALYZE` has one) and the rows
-/// of the table it comes from.
-fn column_estimate(e: &Expr, rels: &[LogicalPlan], est: &[RelEstimate]) -> (Option<f64>, f64) {
-    let refs = e.column_refs();
-    let owners: Vec<usize> = (0..rels.len())
-        .filter(|&i| refs.iter().any(|c| rels[i].schema().has_column(c)))
-        .collect();
-    match (owners.as_slice(), e) {
-        ([i], Expr::Column(c)) => (
-            est[*i].ndv.get(&c.name.to_lowercase()).copied(),
-            est[*i].table_rows,
-        ),
-        ([i], _) => (None, est[*i].table_rows),
-        _ => (None, UNKNOWN_ROWS),
-    }
+/// The distinct count of a join key of relation `rel` (when `ANALYZE` has
+/// one for a plain column) and the rows of the table it comes from.
+fn key_estimate(e: &Expr, rel: &RelEstimate) -> (Option<f64>, f64) {
+    let ndv = match e {
+        Expr::Column(c) => rel.ndv.get(&c.name.to_lowercase()).copied(),
+        _ => None,
+    };
+    (ndv, rel.table_rows)
 }
 
 /// Inner joins this rule reorders: equality conditions that drop NULL
