@@ -16,6 +16,29 @@ use tethys_common::config::ports;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_purge_delay` in mimalloc v3's option enum (libmimalloc-sys
+/// only names the older options; `purge_delay_option_is_the_one_meant`
+/// checks the index against the option's unique default).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// How long memory a query freed stays with the process before mimalloc
+/// returns it to the OS. At mimalloc's default (1 s) the next query's hash
+/// tables and batches fault the memory back in, and the kernel zeroing
+/// those fresh huge pages took 9% of the CPU of the TPC-H queries run back
+/// to back; at 10 s it is 2%, and an idle server still gives memory back.
+/// `MIMALLOC_PURGE_DELAY` in the environment overrides it.
+const PURGE_DELAY_MS: std::ffi::c_long = 10_000;
+
+/// Applies [`PURGE_DELAY_MS`] unless the environment chose a delay.
+#[allow(unsafe_code)]
+fn tune_allocator() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: `mi_option_set` takes an option index and a value and
+        // only stores the value; mimalloc reads options atomically.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "tethys",
@@ -213,6 +236,7 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
 }
 
 fn main() -> ExitCode {
+    tune_allocator();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -244,5 +268,23 @@ fn main() -> ExitCode {
             }
         }
         Command::Shell(args) => rt.block_on(shell::run(args)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Index 15 is the option defaulting to 1000 (ms): in mimalloc v3 only
+    /// `purge_delay` does. Fails if a mimalloc update renumbers the enum.
+    #[test]
+    #[allow(unsafe_code)]
+    fn purge_delay_option_is_the_one_meant() {
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+            return;
+        }
+        // SAFETY: reads one option value.
+        let default = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+        assert_eq!(default, 1000);
     }
 }

@@ -551,10 +551,13 @@ impl ScanState {
                                     return Ok(a);
                                 }
                             }
-                            part(
-                                seg.decode_page(c, pi, &raw, dt)
-                                    .map_err(|e| corrupt_in(tablet_id, e))?,
-                            )
+                            let a = seg
+                                .decode_page(c, pi, &raw, dt)
+                                .map_err(|e| corrupt_in(tablet_id, e))?;
+                            if let Some(page) = CachedPage::upgrade(&a, &engine.pages) {
+                                engine.pages.insert(key, page);
+                            }
+                            part(a)
                         }
                     };
                 }
@@ -567,7 +570,9 @@ impl ScanState {
                 counters.bytes_read.add(bytes as usize);
                 counters.raw_bytes_read.add(raw.len());
                 if key.segment != 0 {
-                    engine.pages.insert(key, CachedPage::choose(raw, &a));
+                    engine
+                        .pages
+                        .insert(key, CachedPage::choose(raw, &a, &engine.pages));
                 }
                 part(a)
             };

@@ -29,6 +29,30 @@ struct Inner<K, V> {
     bytes: usize,
 }
 
+impl<K: Hash + Eq, V> Inner<K, V> {
+    /// Evicts values not used since the clock hand last passed them until
+    /// at most `limit` bytes are held.
+    fn evict_until(&mut self, limit: usize) {
+        while self.bytes > limit {
+            let Some(k) = self.clock.pop_front() else {
+                break;
+            };
+            let second_chance = match self.map.get_mut(&k) {
+                Some(e) if e.referenced => {
+                    e.referenced = false;
+                    true
+                }
+                _ => false,
+            };
+            if second_chance {
+                self.clock.push_back(k);
+            } else if let Some(e) = self.map.remove(&k) {
+                self.bytes -= e.bytes;
+            }
+        }
+    }
+}
+
 impl<K, V> Default for Inner<K, V> {
     fn default() -> Self {
         Inner {
@@ -43,6 +67,8 @@ impl<K, V> Default for Inner<K, V> {
 #[derive(Debug)]
 pub struct ClockCache<K, V> {
     capacity: AtomicUsize,
+    /// `Inner::bytes` as of the last change, readable without the lock.
+    held: AtomicUsize,
     inner: Mutex<Inner<K, V>>,
 }
 
@@ -50,6 +76,7 @@ impl<K, V> Default for ClockCache<K, V> {
     fn default() -> Self {
         ClockCache {
             capacity: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
             inner: Mutex::default(),
         }
     }
@@ -60,6 +87,7 @@ impl<K: Hash + Eq + Clone, V: Clone + Weigh> ClockCache<K, V> {
     pub fn new(capacity: usize) -> Self {
         ClockCache {
             capacity: AtomicUsize::new(capacity),
+            held: AtomicUsize::new(0),
             inner: Mutex::default(),
         }
     }
@@ -78,6 +106,7 @@ impl<K: Hash + Eq + Clone, V: Clone + Weigh> ClockCache<K, V> {
         if capacity == 0 {
             let mut g = self.lock();
             *g = Inner::default();
+            self.held.store(0, Ordering::Relaxed);
         }
     }
 
@@ -92,8 +121,8 @@ impl<K: Hash + Eq + Clone, V: Clone + Weigh> ClockCache<K, V> {
         Some(e.value.clone())
     }
 
-    /// Caches a value (replacing one under the same key), evicting values
-    /// not used since the clock hand last passed them.
+    /// Caches a value (replacing one under the same key in place), evicting
+    /// values not used since the clock hand last passed them.
     pub fn insert(&self, key: K, value: V) {
         let capacity = self.capacity();
         let bytes = value.bytes();
@@ -101,37 +130,36 @@ impl<K: Hash + Eq + Clone, V: Clone + Weigh> ClockCache<K, V> {
             return;
         }
         let mut g = self.lock();
-        if let Some(old) = g.map.remove(&key) {
-            g.bytes -= old.bytes;
-            g.clock.retain(|k| k != &key);
-        }
-        while g.bytes + bytes > capacity {
-            let Some(k) = g.clock.pop_front() else {
-                break;
-            };
-            let second_chance = match g.map.get_mut(&k) {
-                Some(e) if e.referenced => {
-                    e.referenced = false;
-                    true
-                }
-                _ => false,
-            };
-            if second_chance {
-                g.clock.push_back(k);
-            } else if let Some(e) = g.map.remove(&k) {
-                g.bytes -= e.bytes;
+        let old = g.map.get_mut(&key).map(|e| {
+            e.value = value.clone();
+            std::mem::replace(&mut e.bytes, bytes)
+        });
+        match old {
+            Some(old) => {
+                g.bytes = g.bytes - old + bytes;
+                g.evict_until(capacity);
+            }
+            None => {
+                g.evict_until(capacity.saturating_sub(bytes));
+                g.bytes += bytes;
+                g.clock.push_back(key.clone());
+                g.map.insert(
+                    key,
+                    Entry {
+                        value,
+                        bytes,
+                        referenced: false,
+                    },
+                );
             }
         }
-        g.bytes += bytes;
-        g.clock.push_back(key.clone());
-        g.map.insert(
-            key,
-            Entry {
-                value,
-                bytes,
-                referenced: false,
-            },
-        );
+        self.held.store(g.bytes, Ordering::Relaxed);
+    }
+
+    /// Whether `bytes` more would still leave the cache at most half full:
+    /// the room a caller may spend on a roomier form of a value.
+    pub fn half_empty_after(&self, bytes: usize) -> bool {
+        self.held.load(Ordering::Relaxed) + bytes <= self.capacity() / 2
     }
 
     /// Drops the value under `key` (its source is gone).
@@ -141,6 +169,7 @@ impl<K: Hash + Eq + Clone, V: Clone + Weigh> ClockCache<K, V> {
             g.bytes -= e.bytes;
             g.clock.retain(|k| k != key);
         }
+        self.held.store(g.bytes, Ordering::Relaxed);
     }
 
     /// Bytes of values held.
@@ -187,5 +216,30 @@ mod tests {
         assert_eq!(cache.bytes(), 0);
         cache.insert(1, Blob(1));
         assert!(cache.get(&1).is_none());
+    }
+
+    #[test]
+    fn growing_a_value_in_place_evicts_others_and_reports_room() {
+        let cache: ClockCache<u32, Blob> = ClockCache::new(800);
+        for k in 0..4 {
+            cache.insert(k, Blob(100));
+        }
+        assert!(cache.half_empty_after(0));
+        assert!(!cache.half_empty_after(1));
+        // 3 grows (a raw page replaced by its decoded form): the byte count
+        // follows, and the others go once the total passes the capacity.
+        cache.insert(3, Blob(100));
+        cache.insert(3, Blob(100));
+        assert_eq!(cache.bytes(), 400);
+        for k in 4..8 {
+            cache.insert(k, Blob(100));
+        }
+        assert!(cache.get(&3).is_some());
+        cache.insert(3, Blob(100));
+        assert_eq!(cache.bytes(), 800);
+        cache.insert(2, Blob(100));
+        assert!(cache.bytes() <= 800);
+        assert!(cache.get(&3).is_some(), "used since the hand passed");
+        assert!(!cache.half_empty_after(0));
     }
 }

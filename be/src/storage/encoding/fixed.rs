@@ -330,15 +330,14 @@ pub fn decode<T: Int>(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buf
         }
         Encoding::Rle => {
             let (values, lengths) = read_runs(r, n, T::W)?;
-            let mut out: Vec<T> = Vec::with_capacity(n);
+            let mut out = RunFill::new(n);
             for (chunk, len) in values.chunks_exact(T::W).zip(lengths) {
                 let mut v = [0u8; 16];
                 v[..T::W].copy_from_slice(chunk);
                 // Truncating to the value's width restores it, sign included.
-                let value = T::from_i128(i128::from_le_bytes(v));
-                out.extend(std::iter::repeat_n(value, len as usize));
+                out.push(T::from_i128(i128::from_le_bytes(v)), len as usize);
             }
-            Ok(Buffer::from_vec(out))
+            Ok(Buffer::from_vec(out.finish()))
         }
         Encoding::Delta => {
             let count = r.u32()? as usize;
@@ -361,33 +360,75 @@ pub fn decode<T: Int>(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buf
                 )));
             }
             let lens = r.take(super::bitpack::packed_len(count, len_bits))?;
-            // Run ends first (checked to cover the page exactly), then each
-            // run's value filled in place.
-            let mut ends: Vec<usize> = Vec::with_capacity(count);
-            let mut end = 0usize;
-            unpack_into(lens, len_bits, count, &mut ends, |l| {
-                end = end.saturating_add(l as usize + 1);
-                end
+            // Run lengths first (checked to cover the page exactly), then
+            // each run's value filled in place.
+            let mut lengths: Vec<u32> = Vec::with_capacity(count);
+            let mut total = 0u64;
+            unpack_into(lens, len_bits, count, &mut lengths, |l| {
+                total += l + 1;
+                l as u32 + 1
             })?;
-            if end != n {
+            if total != n as u64 {
                 return Err(TethysError::Corruption(format!(
-                    "runs cover {end} rows of a page of {n}"
+                    "runs cover {total} rows of a page of {n}"
                 )));
             }
-            let mut out: Vec<T> = Vec::with_capacity(n);
-            if count > 0 {
-                out.extend(std::iter::repeat_n(T::from_i128(first), ends[0]));
-            }
+            let mut out = RunFill::new(n);
             let (mut acc, step) = (T::from_i128(first), T::from_i128(min_step));
+            if let Some(&len) = lengths.first() {
+                out.push(acc, len as usize);
+            }
             unpack(steps, step_bits, count.saturating_sub(1), |i, s| {
                 acc = acc.add_wrap(step).add_wrap(T::from_u64(s));
-                out.extend(std::iter::repeat_n(acc, ends[i + 1] - ends[i]));
+                out.push(acc, lengths[i + 1] as usize);
             })?;
-            Ok(Buffer::from_vec(out))
+            Ok(Buffer::from_vec(out.finish()))
         }
         Encoding::Dict => Err(TethysError::Corruption(
             "dictionary encoding on a fixed-width column".into(),
         )),
+    }
+}
+
+/// Runs no longer than this are written as one fixed-size store.
+const SHORT_RUN: usize = 8;
+
+/// Expands runs into exactly `n` values. Sorted keys (`l_orderkey`) come as
+/// runs of 1 to 7 rows; a loop per run mispredicts its exit on almost every
+/// run, so a short run is written as [`SHORT_RUN`] copies at once (the next
+/// run overwrites the surplus) into a vector with that much slack.
+struct RunFill<T> {
+    out: Vec<T>,
+    pos: usize,
+}
+
+impl<T: Int> RunFill<T> {
+    fn new(n: usize) -> Self {
+        RunFill {
+            out: vec![T::default(); n + SHORT_RUN],
+            pos: 0,
+        }
+    }
+
+    /// Appends `len` copies of `v`. The caller has checked that the runs
+    /// add up to `n`; a run past the end is dropped rather than written.
+    #[inline]
+    fn push(&mut self, v: T, len: usize) {
+        let end = self.pos.saturating_add(len);
+        if len <= SHORT_RUN {
+            if let Some(dst) = self.out.get_mut(self.pos..self.pos + SHORT_RUN) {
+                dst.copy_from_slice(&[v; SHORT_RUN]);
+            }
+        } else if let Some(dst) = self.out.get_mut(self.pos..end) {
+            dst.fill(v);
+        }
+        self.pos = end;
+    }
+
+    fn finish(mut self) -> Vec<T> {
+        let n = self.out.len() - SHORT_RUN;
+        self.out.truncate(n);
+        self.out
     }
 }
 
