@@ -433,3 +433,50 @@ async fn idle_connections_close_after_wait_timeout() {
         .expect("new connection works");
     assert_eq!(one, Some(1));
 }
+
+/// A port given twice (or taken by another process) fails the start with
+/// an error naming it: the frontend binds every port before serving any.
+/// Before, the HTTP server took the port, the MySQL bind failed unseen, and
+/// the process kept running, answering MySQL clients with HTTP.
+#[test]
+fn a_port_given_twice_fails_the_start() {
+    // Four distinct free ports: held together, then let go.
+    let held: Vec<std::net::TcpListener> = (0..4)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("free port"))
+        .collect();
+    let port = |i: usize| held[i].local_addr().expect("port").port();
+    let (shared, be_http, be, fe_rpc) = (port(0), port(1), port(2), port(3));
+    drop(held);
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut child = std::process::Command::new(binary())
+        .arg("standalone")
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["--query-port", &shared.to_string()])
+        .args(["--http-port", &shared.to_string()])
+        .args(["--be-http-port", &be_http.to_string()])
+        .args(["--be-port", &be.to_string()])
+        .args(["--fe-rpc-port", &fe_rpc.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let status = status.expect("the server must exit when a port cannot be bound");
+    assert!(!status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+        .expect("stderr");
+    assert!(err.contains(&format!(":{shared}")), "{err}");
+}

@@ -150,6 +150,10 @@ pub async fn serve(
             }
         }
     });
+    // Every port is bound before any is served, so a port that is taken
+    // (or given twice) fails the start instead of leaving a server that
+    // answers on some ports only.
+    let mysql_listener = crate::mysql::bind(cfg.query_addr).await?;
     let http_listener = tokio::net::TcpListener::bind(cfg.http_addr)
         .await
         .map_err(|e| TethysError::io(format!("binding the FE http port {}", cfg.http_addr), e))?;
@@ -172,12 +176,17 @@ pub async fn serve(
     let http = axum::serve(http_listener, app).with_graceful_shutdown(async move {
         let _ = rx2.wait_for(|v| *v).await;
     });
-    let mysql = crate::mysql::serve(fe, cfg.query_addr, async move {
+    let mysql = crate::mysql::serve_listener(fe, mysql_listener, async move {
         let _ = rx1.wait_for(|v| *v).await;
     });
-    let (a, b, c) = tokio::join!(mysql, http, rpc);
-    a?;
-    b.map_err(|e| TethysError::io("FE http server", e))?;
-    c.map_err(|e| TethysError::Internal(format!("FE rpc server: {e}")))?;
+    // The first server to fail ends the others: no half-running frontend.
+    tokio::try_join!(
+        mysql,
+        async { http.await.map_err(|e| TethysError::io("FE http server", e)) },
+        async {
+            rpc.await
+                .map_err(|e| TethysError::Internal(format!("FE rpc server: {e}")))
+        },
+    )?;
     Ok(())
 }

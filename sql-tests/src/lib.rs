@@ -31,13 +31,19 @@ pub enum HarnessError {
     Setup(String),
 }
 
-fn free_port() -> Result<u16, HarnessError> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| HarnessError::Setup(e.to_string()))?;
-    let p = l
-        .local_addr()
-        .map_err(|e| HarnessError::Setup(e.to_string()))?
-        .port();
-    Ok(p)
+/// `N` distinct free ports: all bound at once, then let go. (Binding and
+/// letting go one at a time can hand out the same port twice; a server
+/// given one port for MySQL and HTTP answered MySQL clients with HTTP.)
+fn free_ports<const N: usize>() -> Result<[u16; N], HarnessError> {
+    let setup = |e: std::io::Error| HarnessError::Setup(e.to_string());
+    let listeners = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").map_err(setup))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ports = [0u16; N];
+    for (p, l) in ports.iter_mut().zip(&listeners) {
+        *p = l.local_addr().map_err(setup)?.port();
+    }
+    Ok(ports)
 }
 
 /// A running `tethys standalone` process.
@@ -84,14 +90,16 @@ impl TethysServer {
         let mut s = TethysServer {
             binary: binary.to_path_buf(),
             data,
-            query_port: free_port()?,
+            query_port: 0,
             ports: [0; 4],
             be_http_port: 0,
             fe_http_port: 0,
             extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
             child: None,
         };
-        s.ports = [free_port()?, free_port()?, free_port()?, free_port()?];
+        let [query, ports @ ..] = free_ports::<5>()?;
+        s.query_port = query;
+        s.ports = ports;
         s.fe_http_port = s.ports[0];
         s.be_http_port = s.ports[1];
         s.spawn().await?;
@@ -167,7 +175,11 @@ impl TethysServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(c) = Conn::new(self.opts()).await {
+            // Bounded: a port that is not (or not only) ours may accept the
+            // connection and never greet.
+            if let Ok(Ok(c)) =
+                tokio::time::timeout(Duration::from_secs(5), Conn::new(self.opts())).await
+            {
                 let _ = c.disconnect().await;
                 // Make sure it was our server that answered (a port taken by
                 // another test's server would let a failed start look alive).
@@ -216,8 +228,9 @@ impl TethysServer {
             }
             // A port was taken meanwhile: restart on new ports, same data.
             self.kill();
-            self.ports = [free_port()?, free_port()?, free_port()?, free_port()?];
-            self.query_port = free_port()?;
+            let [query, ports @ ..] = free_ports::<5>()?;
+            self.query_port = query;
+            self.ports = ports;
             self.fe_http_port = self.ports[0];
             self.be_http_port = self.ports[1];
             result = self.spawn().await;

@@ -15,16 +15,11 @@ use tokio::net::TcpListener;
 
 use crate::frontend::Frontend;
 
-/// Accepts MySQL clients until `shutdown` resolves.
-pub async fn serve(
-    fe: Arc<Frontend>,
-    addr: SocketAddr,
-    shutdown: impl std::future::Future<Output = ()> + Send,
-) -> Result<()> {
-    let listener = TcpListener::bind(addr)
+/// Binds the MySQL port (the frontend binds every port before serving any).
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr)
         .await
-        .map_err(|e| TethysError::io(format!("binding the MySQL port {addr}"), e))?;
-    serve_listener(fe, listener, shutdown).await
+        .map_err(|e| TethysError::io(format!("binding the MySQL port {addr}"), e))
 }
 
 /// Accepts MySQL clients on an already bound listener.
