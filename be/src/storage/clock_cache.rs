@@ -130,28 +130,23 @@ impl<K: Hash + Eq + Clone, V: Clone + Weigh> ClockCache<K, V> {
             return;
         }
         let mut g = self.lock();
-        let old = g.map.get_mut(&key).map(|e| {
-            e.value = value.clone();
-            std::mem::replace(&mut e.bytes, bytes)
-        });
-        match old {
-            Some(old) => {
-                g.bytes = g.bytes - old + bytes;
-                g.evict_until(capacity);
-            }
-            None => {
-                g.evict_until(capacity.saturating_sub(bytes));
-                g.bytes += bytes;
-                g.clock.push_back(key.clone());
-                g.map.insert(
-                    key,
-                    Entry {
-                        value,
-                        bytes,
-                        referenced: false,
-                    },
-                );
-            }
+        if let Some(e) = g.map.get_mut(&key) {
+            let old = std::mem::replace(&mut e.bytes, bytes);
+            e.value = value;
+            g.bytes = g.bytes - old + bytes;
+            g.evict_until(capacity);
+        } else {
+            g.evict_until(capacity.saturating_sub(bytes));
+            g.bytes += bytes;
+            g.clock.push_back(key.clone());
+            g.map.insert(
+                key,
+                Entry {
+                    value,
+                    bytes,
+                    referenced: false,
+                },
+            );
         }
         self.held.store(g.bytes, Ordering::Relaxed);
     }

@@ -51,17 +51,15 @@ impl CachedPage {
     /// more memory than raw; otherwise raw, which holds several times more
     /// rows in the same memory once memory is short.
     pub fn choose(raw: Vec<u8>, decoded: &ArrayRef, cache: &PageCache) -> CachedPage {
-        let size = decoded.get_array_memory_size();
-        if size <= raw.len() + raw.len() / 4 || cache.half_empty_after(size) {
-            CachedPage::Decoded(decoded.clone())
-        } else {
-            CachedPage::Raw(raw.into())
+        if decoded.get_array_memory_size() <= raw.len() + raw.len() / 4 {
+            return CachedPage::Decoded(decoded.clone());
         }
+        Self::upgrade(decoded, cache).unwrap_or_else(|| CachedPage::Raw(raw.into()))
     }
 
     /// Whether a page cached raw and now decoded whole should replace its
-    /// entry with the decoded array: the first rule of [`Self::choose`],
-    /// for pages cached raw while the cache was fuller.
+    /// entry with the decoded array: the cache-room rule of
+    /// [`Self::choose`], for pages cached raw while the cache was fuller.
     pub fn upgrade(decoded: &ArrayRef, cache: &PageCache) -> Option<CachedPage> {
         cache
             .half_empty_after(decoded.get_array_memory_size())
