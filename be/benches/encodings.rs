@@ -1,5 +1,6 @@
 //! Encode and decode throughput of each page encoding on one page
-//! (4064 rows) of data shaped like TPC-H lineitem's columns.
+//! (4064 rows) of data shaped like TPC-H lineitem's columns, and of the
+//! in-place sum a pushed-down `sum` takes of integer and decimal pages.
 //!
 //! `cargo bench -p tethys-be --bench encodings` (criterion prints time per
 //! page and rows/s; results in `benches/results/encodings-*.md`).
@@ -12,7 +13,7 @@ use arrow::array::{
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tethys_be::storage::encoding::Encoding;
-use tethys_be::storage::page::{decode_page, encode_page};
+use tethys_be::storage::page::{decode_page, encode_page, sum_page};
 
 const ROWS: usize = 4064;
 
@@ -111,6 +112,12 @@ fn encodings(c: &mut Criterion) {
             g.bench_function(format!("decode/{}", enc.name()), |b| {
                 b.iter(|| decode_page(black_box(&raw), &dt))
             });
+            // What a pushed-down `sum` does with a page it can sum in place.
+            if let Ok(Some(_)) = sum_page(&raw, &dt, ROWS) {
+                g.bench_function(format!("sum/{}", enc.name()), |b| {
+                    b.iter(|| sum_page(black_box(&raw), &dt, ROWS))
+                });
+            }
         }
         g.finish();
     }

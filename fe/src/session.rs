@@ -122,8 +122,22 @@ static VARS: &[VarDef] = &[
     v("enable_nereids_planner", "true", Kind::Bool),
     v("disable_join_reorder", "false", Kind::Bool),
     v("max_join_number_of_reorder", "63", Kind::Int),
+    // Tethys' own: ungrouped count/sum/min/max directly over a scan are
+    // answered by the backends' storage (EXPLAIN: pushAggOp).
+    v("enable_pushdown_agg_to_scan", "true", Kind::Bool),
     v("group_commit", "off_mode", Kind::Str),
 ];
+
+/// The cores this process may use, read once: the standard library reads
+/// the cgroup files on every call, a few percent of a small query's time.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+    })
+}
 
 fn def(name: &str) -> Option<&'static VarDef> {
     VARS.iter().find(|d| d.name.eq_ignore_ascii_case(name))
@@ -290,18 +304,22 @@ impl Variables {
             .unwrap_or(63)
     }
 
+    /// `enable_pushdown_agg_to_scan`: an ungrouped `count`, `sum`, `min`
+    /// and `max` directly over a scan is answered by the storage layer
+    /// (zone maps, in-place page sums) instead of from rows.
+    pub fn pushdown_agg_to_scan(&self) -> bool {
+        self.get("enable_pushdown_agg_to_scan")
+            .is_none_or(|v| v == "true")
+    }
+
+    /// Parallel partitions a query runs in: `parallel_pipeline_task_num`,
+    /// or (0) the cores this process may use.
     pub fn parallelism(&self) -> usize {
         let n: usize = self
             .get("parallel_pipeline_task_num")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        if n == 0 {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2)
-        } else {
-            n
-        }
+        if n == 0 { cores() } else { n }
     }
 
     /// Bytes one statement may use on each node (0 or less: unbounded).

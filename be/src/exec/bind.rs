@@ -1,23 +1,39 @@
 //! Binding a decoded fragment to this backend: every `OlapScanExec` leaf is
 //! replaced by a `TabletScanExec` over local tablets. A `FilterExec` directly
 //! above it is folded into the scan, which prunes with its predicate and
-//! evaluates it page by page.
+//! evaluates it page by page. An ungrouped aggregate the FE pushed onto its
+//! scan is answered by the storage layer (`agg_scan.rs`).
 
 use std::sync::Arc;
 
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use tethys_common::Result;
 use tethys_common::plan::OlapScanExec;
 
+use super::agg_scan::TabletAggScanExec;
 use super::scan::TabletScanExec;
 use crate::storage::StorageEngine;
 
-/// Replaces scan descriptions with storage scans, recursively.
+/// Replaces scan descriptions with storage scans, recursively; a partial
+/// aggregate over a scan the FE marked `push_agg` becomes one
+/// [`TabletAggScanExec`] when it still has the shape that allows it.
 pub fn bind_scans(
     plan: Arc<dyn ExecutionPlan>,
     engine: &Arc<StorageEngine>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
+    if let Some(agg) = plan.downcast_ref::<AggregateExec>()
+        && let Some((aggs, scan)) = tethys_common::plan::pushable_agg(agg)
+        && scan.push_agg().is_some()
+    {
+        return Ok(Arc::new(TabletAggScanExec::new(
+            scan.clone(),
+            aggs,
+            agg.schema(),
+            engine.clone(),
+        )));
+    }
     if let Some(scan) = plan.downcast_ref::<OlapScanExec>() {
         return Ok(Arc::new(TabletScanExec::new(
             scan.clone(),

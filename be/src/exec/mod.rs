@@ -2,6 +2,7 @@
 //! bind its scan leaves to local tablets, and run it on the backend's
 //! fixed-size worker pool.
 
+mod agg_scan;
 mod bind;
 mod key_range;
 mod like;
@@ -19,6 +20,7 @@ use tethys_common::plan::TethysCodec;
 use tethys_common::{Result, TethysError};
 use tethys_proto::ExecFragmentRequest;
 
+pub use agg_scan::TabletAggScanExec;
 pub use scan::TabletScanExec;
 
 use crate::storage::StorageEngine;

@@ -110,21 +110,43 @@ impl DisplayAs for TabletScanExec {
 /// The scan's counters, under Doris' profile names.
 #[derive(Clone)]
 pub(super) struct Counters {
-    rows_read: Count,
-    pages_read: Count,
-    pages_skipped: Count,
-    rows_stats_filtered: Count,
+    pub(super) rows_read: Count,
+    pub(super) pages_read: Count,
+    pub(super) pages_skipped: Count,
+    pub(super) rows_stats_filtered: Count,
     pub(super) rows_pred_filtered: Count,
     /// Rows hidden by DELETE predicates (Doris' `RowsDelFiltered`).
-    rows_del_filtered: Count,
+    pub(super) rows_del_filtered: Count,
     /// Superseded rows of merge-on-write tables skipped (`RowsDelByBitmap`).
-    rows_del_by_bitmap: Count,
-    rows_bloom_filtered: Count,
-    rows_key_filtered: Count,
-    bytes_read: Count,
-    raw_bytes_read: Count,
-    cached_pages: Count,
+    pub(super) rows_del_by_bitmap: Count,
+    pub(super) rows_bloom_filtered: Count,
+    pub(super) rows_key_filtered: Count,
+    pub(super) bytes_read: Count,
+    pub(super) raw_bytes_read: Count,
+    pub(super) cached_pages: Count,
     pub(super) rows_out: Count,
+}
+
+impl Counters {
+    /// The counters of partition `partition` of a scan, in `metrics`.
+    pub(super) fn new(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Counters {
+        let m = |name: &'static str| MetricBuilder::new(metrics).counter(name, partition);
+        Counters {
+            rows_read: m("RawRowsRead"),
+            pages_read: m("PagesRead"),
+            pages_skipped: m("PagesSkipped"),
+            rows_stats_filtered: m("RowsStatsFiltered"),
+            rows_pred_filtered: m("RowsVectorPredFiltered"),
+            rows_del_filtered: m("RowsDelFiltered"),
+            rows_del_by_bitmap: m("RowsDelByBitmap"),
+            rows_bloom_filtered: m("RowsBloomFilterFiltered"),
+            rows_key_filtered: m("RowsKeyRangeFiltered"),
+            bytes_read: m("CompressedBytesRead"),
+            raw_bytes_read: m("UncompressedBytesRead"),
+            cached_pages: m("CachedPagesNum"),
+            rows_out: MetricBuilder::new(metrics).output_rows(partition),
+        }
+    }
 }
 
 impl ExecutionPlan for TabletScanExec {
@@ -167,27 +189,12 @@ impl ExecutionPlan for TabletScanExec {
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let schema: SchemaRef = self.scan.schema();
-        let m = |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
-        let counters = Counters {
-            rows_read: m("RawRowsRead"),
-            pages_read: m("PagesRead"),
-            pages_skipped: m("PagesSkipped"),
-            rows_stats_filtered: m("RowsStatsFiltered"),
-            rows_pred_filtered: m("RowsVectorPredFiltered"),
-            rows_del_filtered: m("RowsDelFiltered"),
-            rows_del_by_bitmap: m("RowsDelByBitmap"),
-            rows_bloom_filtered: m("RowsBloomFilterFiltered"),
-            rows_key_filtered: m("RowsKeyRangeFiltered"),
-            bytes_read: m("CompressedBytesRead"),
-            raw_bytes_read: m("UncompressedBytesRead"),
-            cached_pages: m("CachedPagesNum"),
-            rows_out: MetricBuilder::new(&self.metrics).output_rows(partition),
-        };
+        let counters = Counters::new(&self.metrics, partition);
         let batch_size = context.session_config().batch_size().max(1);
         let tablets: VecDeque<(i64, i64)> = self.scan.tablets_of_partition(partition).into();
         let table_schema = self.scan.table_schema();
         if table_schema.merges_on_read() {
-            let merges_before = m("MergedRows");
+            let merges_before = MetricBuilder::new(&self.metrics).counter("MergedRows", partition);
             let mut state = super::merge_scan::MergeScan::new(
                 self,
                 counters,
@@ -537,7 +544,7 @@ impl ScanState {
                 if let Some(page) = cached {
                     counters.cached_pages.add(1);
                     return match page {
-                        CachedPage::Decoded(a) => part(a),
+                        CachedPage::Decoded { array, .. } => part(array),
                         CachedPage::Raw(raw) => {
                             // A few rows of a page kept encoded: read just
                             // those where the encoding allows.
@@ -554,7 +561,7 @@ impl ScanState {
                             let a = seg
                                 .decode_page(c, pi, &raw, dt)
                                 .map_err(|e| corrupt_in(tablet_id, e))?;
-                            if let Some(page) = CachedPage::upgrade(&a, &engine.pages) {
+                            if let Some(page) = CachedPage::upgrade(&raw, &a, &engine.pages) {
                                 engine.pages.insert(key, page);
                             }
                             part(a)
@@ -743,7 +750,7 @@ fn bloom_may_match(
 }
 
 /// The segment row page `pi` starts at and its row count.
-fn page_span(seg: &Segment, pi: usize) -> (usize, usize) {
+pub(super) fn page_span(seg: &Segment, pi: usize) -> (usize, usize) {
     seg.footer()
         .columns
         .first()
@@ -752,7 +759,7 @@ fn page_span(seg: &Segment, pi: usize) -> (usize, usize) {
         .unwrap_or((0, 0))
 }
 
-fn corrupt_in(tablet_id: i64, e: TethysError) -> DataFusionError {
+pub(super) fn corrupt_in(tablet_id: i64, e: TethysError) -> DataFusionError {
     match e {
         TethysError::Corruption(m) => {
             TethysError::Corruption(format!("tablet {tablet_id}: {m}")).into()

@@ -150,6 +150,27 @@ pub fn decode_page_at(
     Ok(arr)
 }
 
+/// The sum (wrapping at 128 bits) of the non-NULL values of a raw v2 page
+/// of integers or decimals and how many there are, taken from the encoded
+/// values without decoding them (`encoding::sum`); `None` where the page
+/// must be decoded. The page must hold `rows` rows.
+pub fn sum_page(bytes: &[u8], dt: &DataType, rows: usize) -> Result<Option<(i128, u64)>> {
+    let (mut r, n, enc, nulls) = page_header(bytes)?;
+    if n != rows {
+        return Err(TethysError::Corruption(format!(
+            "{n} rows, footer says {rows}"
+        )));
+    }
+    let valid = (n - nulls.as_ref().map_or(0, |nb| nb.null_count())) as u64;
+    let sum = encoding::sum(enc, &mut r, n, nulls.as_ref(), dt)?;
+    if sum.is_some() && !r.at_end() {
+        return Err(TethysError::Corruption(
+            "trailing bytes after page values".into(),
+        ));
+    }
+    Ok(sum.map(|s| (s, valid)))
+}
+
 /// A v2 page's header: a reader at its values, its row count, encoding and
 /// validity bitmap.
 fn page_header(bytes: &[u8]) -> Result<(Reader<'_>, usize, Encoding, Option<NullBuffer>)> {
@@ -258,7 +279,40 @@ mod tests {
         if let Some(p) = prefer {
             assert!(enc == p || enc == Encoding::Plain, "{p:?} gave {enc:?}");
         }
+        // The in-place sum of integer and decimal pages is the decoded sum.
+        if let Some(want) = reference_sum(a) {
+            match sum_page(&page, a.data_type(), a.len()).unwrap() {
+                Some(got) => assert_eq!(got, want, "{enc:?} {}", a.data_type()),
+                None => assert!(
+                    enc == Encoding::BitShuffle
+                        || (matches!(enc, Encoding::Rle | Encoding::Delta) && a.null_count() > 0),
+                    "{enc:?} {} not summed in place",
+                    a.data_type()
+                ),
+            }
+        }
         enc
+    }
+
+    /// The wrapping sum and count of the non-NULL values of an integer or
+    /// decimal array; `None` for other types.
+    fn reference_sum(a: &ArrayRef) -> Option<(i128, u64)> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::{Decimal128Type, Int64Type};
+        let values: Vec<Option<i128>> = match a.data_type() {
+            DataType::Decimal128(_, _) => a.as_primitive::<Decimal128Type>().iter().collect(),
+            DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => {
+                let wide = arrow::compute::cast(a, &DataType::Int64).unwrap();
+                let wide = wide.as_primitive::<Int64Type>();
+                wide.iter().map(|v| v.map(i128::from)).collect()
+            }
+            _ => return None,
+        };
+        let valid = values.iter().flatten();
+        Some((
+            valid.clone().fold(0i128, |s, v| s.wrapping_add(*v)),
+            valid.count() as u64,
+        ))
     }
 
     /// An array of type `kind` from `raw` values (`None`: null), `spread`

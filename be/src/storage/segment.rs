@@ -150,6 +150,8 @@ pub fn write_segment(
         let arr = batch.column(ci);
         let with_bloom = schema.has_bloom(ci);
         let mut zone = ZoneMap::default();
+        // A page without bounds leaves the segment without bounds.
+        let mut bounded = true;
         let mut pages = Vec::new();
         let mut start = 0;
         while start < n {
@@ -158,6 +160,7 @@ pub fn write_segment(
             let (encoding, raw) = page::encode_page(slice.as_ref(), None)?;
             let stored = page::compress(&raw, &schema.compression)?;
             let pz = ZoneMap::of(slice.as_ref());
+            bounded &= !pz.bounds_unknown(len as u64);
             zone.merge(&pz);
             buf.write_all(&stored)
                 .map_err(|e| TethysError::io(wctx(), e))?;
@@ -182,6 +185,9 @@ pub fn write_segment(
                 bloom,
             });
             start += len;
+        }
+        if !bounded {
+            zone.forget_bounds();
         }
         columns.push(ColumnMeta {
             name: col.name.clone(),
@@ -383,8 +389,19 @@ impl Segment {
         if crc32c::crc32c(&fbytes) != fcrc {
             return Err(corrupt("footer checksum mismatch".into()));
         }
-        let footer: SegmentFooter = serde_json::from_slice(&fbytes)
+        let mut footer: SegmentFooter = serde_json::from_slice(&fbytes)
             .map_err(|e| corrupt(format!("footer does not parse: {e}")))?;
+        // Segments written before the writer knew better kept bounds of a
+        // column whose pages had none for some rows (long strings): those
+        // bounds do not hold, so they are dropped.
+        for c in &mut footer.columns {
+            if c.pages
+                .iter()
+                .any(|p| p.zone.bounds_unknown(u64::from(p.num_rows)))
+            {
+                c.zone.forget_bounds();
+            }
+        }
         if !(1..=SEGMENT_FORMAT_VERSION).contains(&footer.format_version) {
             return Err(corrupt(format!(
                 "unsupported format version {}",
@@ -613,6 +630,25 @@ impl Segment {
         }
         let (cm, pm) = self.page_meta(col, page_idx)?;
         page::decode_page_at(raw, dt, pm.num_rows as usize, positions)
+            .map_err(|e| self.corrupt_page(cm, page_idx, e.to_string()))
+    }
+
+    /// The sum of the non-NULL values of page `page_idx` of integer or
+    /// decimal column `col` (raw as [`Self::read_raw_page`] returns it) and
+    /// their count, taken from the encoded values (`page::sum_page`);
+    /// `None` where the page must be decoded to be summed.
+    pub fn sum_page(
+        &self,
+        col: usize,
+        page_idx: usize,
+        raw: &[u8],
+        dt: &DataType,
+    ) -> Result<Option<(i128, u64)>> {
+        if self.footer.format_version == 1 {
+            return Ok(None);
+        }
+        let (cm, pm) = self.page_meta(col, page_idx)?;
+        page::sum_page(raw, dt, pm.num_rows as usize)
             .map_err(|e| self.corrupt_page(cm, page_idx, e.to_string()))
     }
 

@@ -88,15 +88,33 @@ impl ZoneMap {
         }
     }
 
-    /// Widens this zone map to cover `other`.
+    /// Whether these are the zone map of `rows` rows with values whose
+    /// bounds were not kept (strings over 512 bytes, types without bounds):
+    /// nothing can be concluded about them, and a zone map covering them
+    /// has no bounds either.
+    pub fn bounds_unknown(&self, rows: u64) -> bool {
+        self.null_count < rows && (self.min.is_none() || self.max.is_none())
+    }
+
+    /// Drops the bounds: they no longer hold for every row covered.
+    pub fn forget_bounds(&mut self) {
+        self.min = None;
+        self.max = None;
+    }
+
+    /// Widens this zone map to cover `other` (whose bounds must be known,
+    /// see [`Self::bounds_unknown`]; an unknown page makes the result
+    /// unknown, which the caller records with [`Self::forget_bounds`]).
     pub fn merge(&mut self, other: &ZoneMap) {
         self.null_count += other.null_count;
-        self.min = pick(self.min.take(), other.min.clone(), true);
-        self.max = pick(self.max.take(), other.max.clone(), false);
+        self.min = pick_bound(self.min.take(), other.min.clone(), true);
+        self.max = pick_bound(self.max.take(), other.max.clone(), false);
     }
 }
 
-fn pick(a: Option<ZoneValue>, b: Option<ZoneValue>, min: bool) -> Option<ZoneValue> {
+/// The smaller (`min`) or larger of two bounds of one column; a missing
+/// bound (no values) yields the other.
+pub fn pick_bound(a: Option<ZoneValue>, b: Option<ZoneValue>, min: bool) -> Option<ZoneValue> {
     match (a, b) {
         (None, x) | (x, None) => x,
         (Some(a), Some(b)) => {

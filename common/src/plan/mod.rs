@@ -12,6 +12,7 @@ mod codec;
 mod exact_decimal;
 mod olap_scan;
 mod profile;
+mod push_agg;
 
 pub use bitmap::{BitmapFilterExpr, IntKeys, MAX_BITMAP_RANGE};
 pub use bloom::{
@@ -22,3 +23,6 @@ pub use codec::TethysCodec;
 pub use exact_decimal::{ExactDecimalExpr, exact_decimal_arithmetic, exact_decimal_expr};
 pub use olap_scan::OlapScanExec;
 pub use profile::{FragmentProfile, PROFILE_MAGIC};
+pub use push_agg::{
+    PushedAgg, PushedAggKind, op_name as push_agg_op_name, pushable as pushable_agg,
+};

@@ -58,6 +58,19 @@ impl OlapScanExec {
         })
     }
 
+    /// The same scan marked to answer the aggregate above it itself
+    /// (`push_agg`: Doris' pushAggOp name, see [`super::pushable_agg`]).
+    pub fn with_push_agg(&self, op: &str) -> Self {
+        let mut s = self.clone();
+        s.node.push_agg = op.to_string();
+        s
+    }
+
+    /// The pushAggOp the FE marked this scan with (`None`: rows are read).
+    pub fn push_agg(&self) -> Option<&str> {
+        Some(self.node.push_agg.as_str()).filter(|s| !s.is_empty())
+    }
+
     /// The wire form.
     pub fn node(&self) -> &OlapScanNodePb {
         &self.node

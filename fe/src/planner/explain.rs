@@ -49,6 +49,8 @@ struct Builder {
     runtime_filters: HashMap<u64, usize>,
     /// `runtime filters:` line of the scan being rendered.
     scan_runtime_filters: Option<String>,
+    /// The pushAggOp of the scan being rendered (`None`: NONE).
+    scan_push_agg: Option<String>,
     /// EXPLAIN ANALYZE: the plan ran; print its counters.
     analyze: bool,
     /// The backends' counters of the fragment being rendered.
@@ -69,6 +71,17 @@ const SCAN_COUNTERS: &[&str] = &[
     "CachedPagesNum",
     "RowsProduced",
 ];
+
+/// The backend operator that runs a pushed-down aggregate with its scan.
+const PUSHED_AGG_OP: &str = "TabletAggScanExec";
+
+/// The pushAggOp the scan of a fragment is marked with.
+fn scan_push_agg(plan: &Arc<dyn ExecutionPlan>) -> Option<String> {
+    if let Some(s) = plan.downcast_ref::<tethys_common::plan::OlapScanExec>() {
+        return s.push_agg().map(String::from);
+    }
+    plan.children().into_iter().find_map(scan_push_agg)
+}
 
 /// Join keys as EXPLAIN prints them: `k`, or `(a, b)` for several.
 fn keys<'a>(exprs: impl Iterator<Item = &'a Arc<dyn PhysicalExpr>>) -> String {
@@ -131,12 +144,14 @@ impl Builder {
                 root: None,
             });
             self.scan_runtime_filters = self.scan_filters(be.runtime_filters());
+            self.scan_push_agg = be.fragments().first().and_then(|(_, p)| scan_push_agg(p));
             self.profile = self.analyze.then(|| be.profile());
             let root = match be.fragments().first() {
                 Some((_, p)) => self.be_node(p, &be.info, limit),
                 None => self.scan_node(&be.info, vec![], limit),
             };
             self.scan_runtime_filters = None;
+            self.scan_push_agg = None;
             self.profile = None;
             let id = self.alloc();
             self.fragments[frag_idx].root = Some(root);
@@ -234,10 +249,15 @@ impl Builder {
         if self.analyze {
             // Inside a fragment the counters come from the backends; above,
             // from this plan's own operators.
+            // A pushed-down aggregate ran as the scan's storage operator.
+            let op = match plan.name() {
+                "AggregateExec" if self.scan_push_agg.is_some() => PUSHED_AGG_OP,
+                name => name,
+            };
             let rows = match (&self.profile, be) {
                 (Some(p), Some(_)) => p
                     .operators
-                    .get(plan.name())
+                    .get(op)
                     .and_then(|c| c.get("RowsProduced"))
                     .copied(),
                 _ => plan
@@ -315,12 +335,25 @@ impl Builder {
         if let Some(l) = limit {
             attrs.push(format!("limit: {l}"));
         }
-        attrs.push("pushAggOp=NONE".into());
+        attrs.push(format!(
+            "pushAggOp={}",
+            self.scan_push_agg.as_deref().unwrap_or("NONE")
+        ));
         if let Some(p) = &self.profile {
-            let scan = p.operators.get("TabletScanExec");
+            let pushed = self.scan_push_agg.is_some();
+            let scan = p.operators.get(if pushed {
+                PUSHED_AGG_OP
+            } else {
+                "TabletScanExec"
+            });
             for name in SCAN_COUNTERS {
                 let v = scan.and_then(|c| c.get(*name)).copied().unwrap_or(0);
                 attrs.push(format!("{name}: {v}"));
+            }
+            // Rows a pushed-down aggregate took from zone maps and footers.
+            if pushed {
+                let v = scan.and_then(|c| c.get("RowsStatsAggregated")).copied();
+                attrs.push(format!("RowsStatsAggregated: {}", v.unwrap_or(0)));
             }
             // Scans that merge rows by key (AGGREGATE, UNIQUE) also say how
             // many rows merging folded away.
@@ -406,6 +439,7 @@ fn render(plan: &Arc<dyn ExecutionPlan>, output_names: &[String], analyze: bool)
         next_id: 0,
         runtime_filters: HashMap::new(),
         scan_runtime_filters: None,
+        scan_push_agg: None,
     };
     let root = b.node(plan, None, None);
     let mut out: Vec<String> = vec![];

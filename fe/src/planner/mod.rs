@@ -79,10 +79,12 @@ pub struct StatementCtx {
 /// aggregations finished on the backends first, the build-side choice
 /// before `JoinSelection`, hash keys a runtime filter can push down and the
 /// broadcast row limit after it, the runtime filters' key collection, and
-/// the partial aggregation pushed into backend fragments and the unchecked
-/// DECIMAL arithmetic of the FE's operators at the end.
-fn physical_rules()
--> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
+/// the partial aggregation pushed into backend fragments (and, with
+/// `scan_agg`, ungrouped ones onto their scans) and the unchecked DECIMAL
+/// arithmetic of the FE's operators at the end.
+fn physical_rules(
+    scan_agg: bool,
+) -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
     let at = rules
         .iter()
@@ -94,7 +96,7 @@ fn physical_rules()
     rules.insert(at + 3, Arc::new(join_order::BroadcastRowLimit));
     rules.insert(0, Arc::new(FinishColocatedAggOnBackend));
     rules.push(Arc::new(runtime_filter::PlanRuntimeFilters));
-    rules.push(Arc::new(PushPartialAggToBackend));
+    rules.push(Arc::new(PushPartialAggToBackend { scan_agg }));
     rules.push(Arc::new(ExactDecimalArithmetic));
     rules
 }
@@ -173,7 +175,7 @@ pub fn statement_context(
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features()
-        .with_physical_optimizer_rules(physical_rules());
+        .with_physical_optimizer_rules(physical_rules(vars.pushdown_agg_to_scan()));
     if !vars.disable_join_reorder() {
         builder = builder.with_optimizer_rule(Arc::new(join_reorder::ReorderJoins {
             max_relations: vars.max_join_number_of_reorder(),
@@ -497,8 +499,13 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for FinishColocatedAg
 /// Moves the first (partial) phase of an aggregation into the backend
 /// fragments under it, so backends aggregate their tablets and send partial
 /// states instead of rows (Doris' `update serialize` / `merge finalize`).
+/// With `scan_agg` (`enable_pushdown_agg_to_scan`), an ungrouped one
+/// directly over the scan is marked for the storage layer to answer
+/// (`tethys_common::plan::pushable_agg`; EXPLAIN's `pushAggOp`).
 #[derive(Debug)]
-pub struct PushPartialAggToBackend;
+pub struct PushPartialAggToBackend {
+    pub scan_agg: bool,
+}
 
 impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToBackend {
     fn optimize(
@@ -541,15 +548,19 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToB
                 return Ok(Transformed::no(node));
             };
             let agg_node = node.clone();
-            Ok(push_onto_fragments(
-                node.clone(),
-                be,
-                &projections,
-                |plan| {
-                    #[allow(deprecated)]
-                    agg_node.clone().with_new_children(vec![plan])
-                },
-            ))
+            let pushed = push_onto_fragments(node.clone(), be, &projections, |plan| {
+                #[allow(deprecated)]
+                agg_node.clone().with_new_children(vec![plan])
+            });
+            if !self.scan_agg || !pushed.transformed {
+                return Ok(pushed);
+            }
+            let Some(be) = pushed.data.downcast_ref::<remote::BeFragmentExec>() else {
+                return Ok(pushed);
+            };
+            Ok(Transformed::yes(Arc::new(
+                be.map_fragments(pushed.data.schema(), mark_scan_agg)?,
+            )))
         })
         .map(|t| t.data)
     }
@@ -561,6 +572,29 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for PushPartialAggToB
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// A fragment whose root is an aggregate its scan can answer, with the
+/// scan marked to (`OlapScanExec::with_push_agg`); others unchanged.
+fn mark_scan_agg(
+    frag: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::physical_plan::aggregates::AggregateExec;
+    let Some(op) = frag
+        .downcast_ref::<AggregateExec>()
+        .and_then(tethys_common::plan::pushable_agg)
+        .map(|(aggs, _)| tethys_common::plan::push_agg_op_name(&aggs))
+    else {
+        return Ok(frag);
+    };
+    frag.transform_down(
+        |n| match n.downcast_ref::<tethys_common::plan::OlapScanExec>() {
+            Some(scan) => Ok(Transformed::yes(Arc::new(scan.with_push_agg(op)) as _)),
+            None => Ok(Transformed::no(n)),
+        },
+    )
+    .map(|t| t.data)
 }
 
 /// `node` replaced by `be` with `top` applied to each fragment after the

@@ -421,6 +421,7 @@ impl TableProvider for OlapTable {
                 total_partitions: self.table.partitions.len() as u32,
                 total_tablets: self.table.tablet_count() as u32,
                 limit: limit.map(|l| l as u64),
+                push_agg: String::new(),
             };
             let mut plan: Arc<dyn ExecutionPlan> = Arc::new(OlapScanExec::try_new(node)?);
             if let Some(p) = &read_pred {

@@ -115,6 +115,22 @@ pub fn unpack_into<T>(
     }
 }
 
+/// The sum of the `n` values packed in `buf` (exactly one packed block),
+/// without storing them: what a pushed-down `sum` needs of a FOR page. Eight
+/// values of at most 56 bits add up to less than 2^59, so each group is
+/// summed in 64 bits and the groups in 128.
+pub fn sum(buf: &[u8], bits: u8, n: usize) -> Result<u128> {
+    check_block(buf, bits, n)?;
+    let mut total: u128 = 0;
+    if (1..=56).contains(&bits) {
+        let add = |vals: &[u64]| total += u128::from(vals.iter().sum::<u64>());
+        by_width!(bits, unpack_groups, buf, n, add);
+    } else if bits > 56 {
+        unpack(buf, bits, n, |_, v| total += u128::from(v))?;
+    }
+    Ok(total)
+}
+
 /// Appends `map(value)` for the values at `positions` (each below `n`) of
 /// the `n` packed in `buf` (exactly one packed block), in the order given:
 /// the few rows a filter left of a page are read without unpacking the
@@ -233,6 +249,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn sum_matches_the_unpacked_values() {
+        for bits in 0..=64u8 {
+            for n in [0usize, 1, 7, 8, 9, 63, 64, 65, 4064] {
+                let values = sample(bits, n);
+                let mut buf = Vec::new();
+                pack(&mut buf, values.iter().copied(), bits);
+                let want: u128 = values.iter().map(|&v| u128::from(v)).sum();
+                assert_eq!(sum(&buf, bits, n).unwrap(), want, "{bits} bits, {n} values");
+            }
+        }
+        // All ones at the widest group width: the group sums must not wrap.
+        let mut buf = Vec::new();
+        let max = (1u64 << 56) - 1;
+        pack(&mut buf, std::iter::repeat_n(max, 4064), 56);
+        assert_eq!(sum(&buf, 56, 4064).unwrap(), u128::from(max) * 4064);
+        assert!(
+            sum(&buf[1..], 56, 4064).is_err(),
+            "a short block is refused"
+        );
     }
 
     #[test]

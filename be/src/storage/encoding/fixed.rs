@@ -294,6 +294,68 @@ pub fn decode_at<T: Int>(
     Ok(Some(Buffer::from_vec(out)))
 }
 
+/// The two's complement sum (wrapping at 128 bits) of the valid values of a
+/// body of `n` integers of `T` encoded as `enc`, computed from the encoded
+/// form without building the values: FOR is `valid * reference` plus the
+/// sum of the packed deltas (null slots hold delta 0), RLE and DELTA add
+/// each run's value times its length, PLAIN adds the valid values. `valid`
+/// is the page's validity, if it has nulls. `None` where the page must be
+/// decoded (BIT_SHUFFLE; RLE and DELTA pages with nulls, whose null slots
+/// belong to runs).
+pub fn sum<T: Int>(
+    enc: Encoding,
+    r: &mut Reader<'_>,
+    n: usize,
+    valid: Option<&NullBuffer>,
+) -> Result<Option<i128>> {
+    let value = |chunk: &[u8]| {
+        let mut v = [0u8; 16];
+        v[..T::W].copy_from_slice(chunk);
+        // Truncating to the value's width restores it, sign included.
+        T::from_i128(i128::from_le_bytes(v)).to_i128()
+    };
+    match (enc, valid) {
+        (Encoding::Plain, _) => {
+            let values = r.take(n * T::W)?;
+            let mut total = 0i128;
+            for (i, chunk) in values.chunks_exact(T::W).enumerate() {
+                if valid.is_none_or(|nb| nb.is_valid(i)) {
+                    total = total.wrapping_add(value(chunk));
+                }
+            }
+            Ok(Some(total))
+        }
+        (Encoding::For, _) => {
+            let reference = T::from_i128(r.i128()?).to_i128();
+            let bits = r.u8()?;
+            let packed = r.take(super::bitpack::packed_len(n, bits))?;
+            let deltas = super::bitpack::sum(packed, bits, n)?;
+            let count = (n - valid.map_or(0, |nb| nb.null_count())) as i128;
+            Ok(Some(
+                count.wrapping_mul(reference).wrapping_add(deltas as i128),
+            ))
+        }
+        (Encoding::Rle, None) => {
+            let (values, lengths) = read_runs(r, n, T::W)?;
+            let total = values
+                .chunks_exact(T::W)
+                .zip(lengths)
+                .fold(0i128, |acc, (chunk, len)| {
+                    acc.wrapping_add(value(chunk).wrapping_mul(i128::from(len)))
+                });
+            Ok(Some(total))
+        }
+        (Encoding::Delta, None) => {
+            let mut total = 0i128;
+            read_delta_runs(r, n)?.for_each_run(|v: T, len| {
+                total = total.wrapping_add(v.to_i128().wrapping_mul(i128::from(len)));
+            })?;
+            Ok(Some(total))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Appends an RLE body: the run count, the values, the packed lengths.
 fn write_runs<T: Int>(runs: &[(T, u32)], out: &mut Vec<u8>) {
     out.extend_from_slice(&(runs.len() as u32).to_le_bytes());
@@ -340,48 +402,8 @@ pub fn decode<T: Int>(enc: Encoding, r: &mut Reader<'_>, n: usize) -> Result<Buf
             Ok(Buffer::from_vec(out.finish()))
         }
         Encoding::Delta => {
-            let count = r.u32()? as usize;
-            if count > n || (count == 0 && n > 0) {
-                return Err(TethysError::Corruption(format!(
-                    "{count} runs in a page of {n} rows"
-                )));
-            }
-            let first = r.i128()?;
-            let min_step = r.i128()?;
-            let step_bits = r.u8()?;
-            let steps = r.take(super::bitpack::packed_len(
-                count.saturating_sub(1),
-                step_bits,
-            ))?;
-            let len_bits = r.u8()?;
-            if len_bits > 32 {
-                return Err(TethysError::Corruption(format!(
-                    "{len_bits}-bit run lengths"
-                )));
-            }
-            let lens = r.take(super::bitpack::packed_len(count, len_bits))?;
-            // Run lengths first (checked to cover the page exactly), then
-            // each run's value filled in place.
-            let mut lengths: Vec<u32> = Vec::with_capacity(count);
-            let mut total = 0u64;
-            unpack_into(lens, len_bits, count, &mut lengths, |l| {
-                total += l + 1;
-                l as u32 + 1
-            })?;
-            if total != n as u64 {
-                return Err(TethysError::Corruption(format!(
-                    "runs cover {total} rows of a page of {n}"
-                )));
-            }
             let mut out = RunFill::new(n);
-            let (mut acc, step) = (T::from_i128(first), T::from_i128(min_step));
-            if let Some(&len) = lengths.first() {
-                out.push(acc, len as usize);
-            }
-            unpack(steps, step_bits, count.saturating_sub(1), |i, s| {
-                acc = acc.add_wrap(step).add_wrap(T::from_u64(s));
-                out.push(acc, lengths[i + 1] as usize);
-            })?;
+            read_delta_runs(r, n)?.for_each_run(|v: T, len| out.push(v, len as usize))?;
             Ok(Buffer::from_vec(out.finish()))
         }
         Encoding::Dict => Err(TethysError::Corruption(
@@ -430,6 +452,80 @@ impl<T: Int> RunFill<T> {
         self.out.truncate(n);
         self.out
     }
+}
+
+/// A DELTA body read up to its run values: the first run's value, the
+/// smallest step, the packed steps above it and their width, and each
+/// run's length.
+struct DeltaRuns<'a> {
+    first: i128,
+    min_step: i128,
+    steps: &'a [u8],
+    step_bits: u8,
+    lengths: Vec<u32>,
+}
+
+impl DeltaRuns<'_> {
+    /// Calls `f` with each run's value (the first, then each plus
+    /// `min_step` plus its packed step, wrapping at `T`'s width) and length.
+    fn for_each_run<T: Int>(&self, mut f: impl FnMut(T, u32)) -> Result<()> {
+        let (mut acc, step) = (T::from_i128(self.first), T::from_i128(self.min_step));
+        if let Some(&len) = self.lengths.first() {
+            f(acc, len);
+        }
+        unpack(
+            self.steps,
+            self.step_bits,
+            self.lengths.len().saturating_sub(1),
+            |i, s| {
+                acc = acc.add_wrap(step).add_wrap(T::from_u64(s));
+                f(acc, self.lengths[i + 1]);
+            },
+        )
+    }
+}
+
+/// Reads a DELTA body's header and run lengths, checking that the runs
+/// cover exactly `n` rows.
+fn read_delta_runs<'a>(r: &mut Reader<'a>, n: usize) -> Result<DeltaRuns<'a>> {
+    let count = r.u32()? as usize;
+    if count > n || (count == 0 && n > 0) {
+        return Err(TethysError::Corruption(format!(
+            "{count} runs in a page of {n} rows"
+        )));
+    }
+    let first = r.i128()?;
+    let min_step = r.i128()?;
+    let step_bits = r.u8()?;
+    let steps = r.take(super::bitpack::packed_len(
+        count.saturating_sub(1),
+        step_bits,
+    ))?;
+    let len_bits = r.u8()?;
+    if len_bits > 32 {
+        return Err(TethysError::Corruption(format!(
+            "{len_bits}-bit run lengths"
+        )));
+    }
+    let lens = r.take(super::bitpack::packed_len(count, len_bits))?;
+    let mut lengths: Vec<u32> = Vec::with_capacity(count);
+    let mut total = 0u64;
+    unpack_into(lens, len_bits, count, &mut lengths, |l| {
+        total += l + 1;
+        l as u32 + 1
+    })?;
+    if total != n as u64 {
+        return Err(TethysError::Corruption(format!(
+            "runs cover {total} rows of a page of {n}"
+        )));
+    }
+    Ok(DeltaRuns {
+        first,
+        min_step,
+        steps,
+        step_bits,
+        lengths,
+    })
 }
 
 /// Reads an RLE body's run values (`w` bytes each) and run lengths, checking

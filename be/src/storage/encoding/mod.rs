@@ -205,6 +205,27 @@ pub fn decode(
     Ok(make_array(data))
 }
 
+/// The sum (wrapping at 128 bits) of the valid values of a body of `n`
+/// integers or decimals of type `dt`, taken from the encoded form
+/// ([`fixed::sum`]); `nulls` is the page's validity. `None` for other types
+/// and where the page must be decoded to be summed.
+pub fn sum(
+    enc: Encoding,
+    r: &mut Reader<'_>,
+    n: usize,
+    nulls: Option<&NullBuffer>,
+    dt: &DataType,
+) -> Result<Option<i128>> {
+    match fixed_of(dt) {
+        Some(Fixed::I8) => fixed::sum::<i8>(enc, r, n, nulls),
+        Some(Fixed::I16) => fixed::sum::<i16>(enc, r, n, nulls),
+        Some(Fixed::I32(true)) => fixed::sum::<i32>(enc, r, n, nulls),
+        Some(Fixed::I64(true)) => fixed::sum::<i64>(enc, r, n, nulls),
+        Some(Fixed::I128) => fixed::sum::<i128>(enc, r, n, nulls),
+        _ => Ok(None),
+    }
+}
+
 /// The values at `positions` of a body of `n` values of type `dt`, decoded
 /// without the rest ([`fixed::decode_at`]); `nulls` are the whole page's.
 /// `None` where the type or encoding must be decoded whole.
