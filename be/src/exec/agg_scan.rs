@@ -224,9 +224,17 @@ impl AggRun {
                     let dt = self.scan.table_schema().columns[col]
                         .column_type
                         .arrow_type();
-                    for pi in 0..seg.num_pages() {
-                        let (s, v) = page_sum(&self.engine, &self.counters, seg, col, pi, &dt)
-                            .map_err(|e| corrupt_in(tablet_id, e))?;
+                    let cached = if seg.cache_id() == 0 {
+                        vec![None; seg.num_pages()]
+                    } else {
+                        self.engine
+                            .pages
+                            .get_many((0..seg.num_pages()).map(|pi| page_key(seg, col, pi)))
+                    };
+                    for (pi, cached) in cached.into_iter().enumerate() {
+                        let (s, v) =
+                            page_sum(&self.engine, &self.counters, seg, col, pi, cached, &dt)
+                                .map_err(|e| corrupt_in(tablet_id, e))?;
                         *sum = sum.wrapping_add(s);
                         *valid += v;
                     }
@@ -305,24 +313,29 @@ impl AggRun {
     }
 }
 
+/// The page cache's key of page `pi` of column `col` of `seg`.
+fn page_key(seg: &Segment, col: usize, pi: usize) -> PageKey {
+    PageKey {
+        segment: seg.cache_id(),
+        column: col as u32,
+        page: pi as u32,
+    }
+}
+
 /// The sum and count of the non-NULL values of page `pi` of integer or
-/// decimal column `col`: from its raw form where it is cached or read from
-/// disk, summed in place; from its decoded array where only that is cached
-/// or the encoding must be decoded.
+/// decimal column `col` (`cached`: its page-cache entry): from its raw form
+/// where it is cached or read from disk, summed in place; from its decoded
+/// array where only that is cached or the encoding must be decoded.
 fn page_sum(
     engine: &StorageEngine,
     counters: &Counters,
     seg: &Segment,
     col: usize,
     pi: usize,
+    cached: Option<CachedPage>,
     dt: &DataType,
 ) -> tethys_common::Result<(i128, u64)> {
-    let key = PageKey {
-        segment: seg.cache_id(),
-        column: col as u32,
-        page: pi as u32,
-    };
-    let cached = (key.segment != 0).then(|| engine.pages.get(&key)).flatten();
+    let key = page_key(seg, col, pi);
     if cached.is_some() {
         counters.cached_pages.add(1);
     }

@@ -123,8 +123,7 @@ pub fn sum(buf: &[u8], bits: u8, n: usize) -> Result<u128> {
     check_block(buf, bits, n)?;
     let mut total: u128 = 0;
     if (1..=56).contains(&bits) {
-        let add = |vals: &[u64]| total += u128::from(vals.iter().sum::<u64>());
-        by_width!(bits, unpack_groups, buf, n, add);
+        by_width!(bits, sum_groups, buf, n, &mut total);
     } else if bits > 56 {
         unpack(buf, bits, n, |_, v| total += u128::from(v))?;
     }
@@ -192,6 +191,48 @@ fn unpack_groups<const B: usize>(buf: &[u8], n: usize, mut f: impl FnMut(&[u64])
     let chunk = &buf[groups * B..];
     let rest: [u64; 8] = std::array::from_fn(|j| if j < tail { value(chunk, j) } else { 0 });
     f(&rest[..tail]);
+}
+
+/// Adds the `n` values of `B` bits (B <= 56) to `total`, eight at a time
+/// as [`unpack_groups`] reads them, without writing them anywhere: two
+/// values come from one 8-byte load where they fit in it (B <= 28), and the
+/// sums are kept in 64 bits over runs of groups short enough not to
+/// overflow them.
+fn sum_groups<const B: usize>(buf: &[u8], n: usize, total: &mut u128) {
+    let mask = (1u64 << B) - 1;
+    // The 8 bytes from bit `bit` of `chunk` on, shifted to start there.
+    let load = |chunk: &[u8], bit: usize| {
+        let at = bit >> 3;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&chunk[at..at + 8]);
+        u64::from_le_bytes(w) >> (bit & 7)
+    };
+    let groups = n / 8;
+    // Each of the four sums takes two values a group: 2 * run values
+    // below 2^B stay below 2^64.
+    let run = if B <= 52 { 256 } else { 1 };
+    let mut g = 0;
+    while g < groups {
+        let end = (g + run).min(groups);
+        let mut acc = [0u64; 4];
+        for gg in g..end {
+            let chunk = &buf[gg * B..gg * B + B + 8];
+            for (j, a) in acc.iter_mut().enumerate() {
+                if 2 * B + 7 <= 64 {
+                    let x = load(chunk, 2 * j * B);
+                    *a += (x & mask) + ((x >> B) & mask);
+                } else {
+                    *a += (load(chunk, 2 * j * B) & mask) + (load(chunk, (2 * j + 1) * B) & mask);
+                }
+            }
+        }
+        *total += acc.iter().map(|&a| u128::from(a)).sum::<u128>();
+        g = end;
+    }
+    let chunk = &buf[groups * B..];
+    for j in 0..n - groups * 8 {
+        *total += u128::from(load(chunk, j * B) & mask);
+    }
 }
 
 /// Calls `$func::<B>(args)` for the runtime width `$bits` when it is in
@@ -262,11 +303,16 @@ mod tests {
                 assert_eq!(sum(&buf, bits, n).unwrap(), want, "{bits} bits, {n} values");
             }
         }
-        // All ones at the widest group width: the group sums must not wrap.
+        // All ones at the widest width summed over runs of 256 groups (52)
+        // and at the widest group width: the 64-bit sums must not wrap.
+        for bits in [52u8, 56] {
+            let mut buf = Vec::new();
+            let max = (1u64 << bits) - 1;
+            pack(&mut buf, std::iter::repeat_n(max, 4064), bits);
+            assert_eq!(sum(&buf, bits, 4064).unwrap(), u128::from(max) * 4064);
+        }
         let mut buf = Vec::new();
-        let max = (1u64 << 56) - 1;
-        pack(&mut buf, std::iter::repeat_n(max, 4064), 56);
-        assert_eq!(sum(&buf, 56, 4064).unwrap(), u128::from(max) * 4064);
+        pack(&mut buf, std::iter::repeat_n((1u64 << 56) - 1, 4064), 56);
         assert!(
             sum(&buf[1..], 56, 4064).is_err(),
             "a short block is refused"
