@@ -186,11 +186,13 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
         max_tablet_versions: args.max_tablet_version_num,
     };
     let backend = tethys_be::Backend::open(&be_cfg)?;
+    // Listening before the FE opens: the FE's first calls reach the BE.
+    let be_listeners = tethys_be::bind(&be_cfg).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut be_stop = stop_rx.clone();
     let be_task = tokio::spawn(tethys_be::serve(
         backend.clone(),
-        be_cfg.clone(),
+        be_listeners,
         async move {
             let _ = be_stop.wait_for(|v| *v).await;
         },

@@ -10,4 +10,4 @@ pub mod load;
 pub mod service;
 pub mod storage;
 
-pub use service::{Backend, BackendConfig, serve};
+pub use service::{Backend, BackendConfig, BoundListeners, bind, serve};

@@ -15,25 +15,6 @@ pub fn decode_basic_auth(value: &str) -> Option<(String, String)> {
     Some((u.to_string(), p.to_string()))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn basic() {
-        assert_eq!(
-            decode_basic_auth("Basic cm9vdDo="),
-            Some(("root".into(), String::new()))
-        );
-        assert_eq!(
-            decode_basic_auth("Basic YTpiOmM="),
-            Some(("a".into(), "b:c".into()))
-        );
-        assert_eq!(decode_basic_auth("Bearer x"), None);
-        assert_eq!(decode_basic_auth("Basic !!!"), None);
-    }
-}
-
 /// Builds a two-phase-commit request from the `txn_id`, `label` and
 /// `txn_operation` headers (read through `header`); the error is the message
 /// Doris answers for a malformed `txn_id`.
@@ -57,4 +38,23 @@ pub fn two_phase_request(
         label: header("label").unwrap_or_default(),
         operation: header("txn_operation").unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic() {
+        assert_eq!(
+            decode_basic_auth("Basic cm9vdDo="),
+            Some(("root".into(), String::new()))
+        );
+        assert_eq!(
+            decode_basic_auth("Basic YTpiOmM="),
+            Some(("a".into(), "b:c".into()))
+        );
+        assert_eq!(decode_basic_auth("Bearer x"), None);
+        assert_eq!(decode_basic_auth("Basic !!!"), None);
+    }
 }

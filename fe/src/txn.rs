@@ -437,8 +437,8 @@ mod tests {
         assert_ne!(a.label, b.label);
         // Cleaning forgets only finished transactions.
         assert_eq!(m.clean_labels(-1).unwrap(), 1);
-        assert!(catalog.read().txns.get(&t1.id).is_none());
-        assert!(catalog.read().txns.get(&t2.id).is_some());
+        assert!(!catalog.read().txns.contains_key(&t1.id));
+        assert!(catalog.read().txns.contains_key(&t2.id));
         // State survives a restart of the catalog.
         drop(m);
         let catalog2 = Catalog::open(dir.path());

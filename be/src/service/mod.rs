@@ -137,18 +137,38 @@ impl Backend {
     }
 }
 
-/// Serves a backend until `shutdown` resolves.
-pub async fn serve(
-    backend: Arc<Backend>,
-    cfg: BackendConfig,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<()> {
-    let rpc_listener = TcpListener::bind(cfg.rpc_addr)
+/// A backend's RPC and HTTP ports, bound and listening.
+///
+/// Binding is a step of its own so that a process hosting an FE too can
+/// have the BE's ports accepting connections (queued in the backlog)
+/// before the FE first calls the BE, and can report a port that is taken
+/// before anything else starts.
+pub struct BoundListeners {
+    rpc: TcpListener,
+    http: TcpListener,
+}
+
+/// Binds the backend's RPC and HTTP ports of `cfg`.
+pub async fn bind(cfg: &BackendConfig) -> Result<BoundListeners> {
+    let rpc = TcpListener::bind(cfg.rpc_addr)
         .await
         .map_err(|e| TethysError::io(format!("binding BE rpc port {}", cfg.rpc_addr), e))?;
-    let http_listener = TcpListener::bind(cfg.http_addr)
+    let http = TcpListener::bind(cfg.http_addr)
         .await
         .map_err(|e| TethysError::io(format!("binding BE http port {}", cfg.http_addr), e))?;
+    Ok(BoundListeners { rpc, http })
+}
+
+/// Serves a backend on its bound ports until `shutdown` resolves.
+pub async fn serve(
+    backend: Arc<Backend>,
+    listeners: BoundListeners,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let BoundListeners {
+        rpc: rpc_listener,
+        http: http_listener,
+    } = listeners;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;

@@ -612,7 +612,7 @@ mod tests {
         )
         .unwrap();
         engine
-            .write_partial(20, 1, &[placeholders.clone()], &[0], false)
+            .write_partial(20, 1, std::slice::from_ref(&placeholders), &[0], false)
             .unwrap();
         // Meanwhile a load of key 1 is published first.
         engine.write(21, 1, &[rows(&[1], 99)]).unwrap();

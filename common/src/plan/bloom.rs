@@ -415,8 +415,10 @@ mod tests {
         keys.insert(&(Arc::new(Int64Array::from(vec![1])) as ArrayRef));
         assert!(keys.expr(key.clone()).is_none());
         // Too many keys for the largest filter: useless, so none.
-        let mut full = BloomKeys::default();
-        full.keys = 200_000_000;
+        let mut full = BloomKeys {
+            keys: 200_000_000,
+            ..Default::default()
+        };
         assert!(full.expr(key.clone()).is_none());
         // Floats have no byte form here.
         let mut floats = BloomKeys::default();

@@ -324,7 +324,7 @@ mod tests {
         let none = HashMap::new();
         // Before the build side reports, the filter is just `true`: nothing to ship.
         assert!(
-            current_filter(&[as_expr.clone()], &none, &schema, 4)
+            current_filter(std::slice::from_ref(&as_expr), &none, &schema, 4)
                 .unwrap()
                 .is_none()
         );
@@ -334,7 +334,7 @@ mod tests {
             Arc::new(BinaryExpr::new(k.clone(), Operator::LtEq, lit(9i64))) as _,
         ]);
         dynamic.update(bounds).unwrap();
-        let f = current_filter(&[as_expr.clone()], &none, &schema, 4)
+        let f = current_filter(std::slice::from_ref(&as_expr), &none, &schema, 4)
             .unwrap()
             .unwrap();
         assert_eq!(split_conjunction(&f).len(), 2, "{f}");
