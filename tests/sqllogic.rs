@@ -1,9 +1,18 @@
 //! Runs every `sql-tests/**/*.slt` file against a freshly started Tethys
-//! (one server per file) through the MySQL protocol.
+//! (one server per file) through the MySQL protocol. Column type letters are
+//! checked strictly against the result's MySQL column types
+//! (`sql-tests/src/column_type.rs`).
+//!
+//! `cargo test --test sqllogic -- [FILTER] --complete-types` rewrites the
+//! type letters of the query records whose values already match, and
+//! nothing else: review the diff.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tethys_sql_tests::sqllogictest::{
+    default_normalizer, default_validator, strict_column_validator,
+};
 use tethys_sql_tests::{MySqlDb, TethysServer};
 use tokio::sync::Mutex;
 
@@ -21,7 +30,7 @@ fn slt_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-async fn run_file(binary: &Path, file: &Path) -> Result<(), String> {
+async fn run_file(binary: &Path, file: &Path, complete_types: bool) -> Result<(), String> {
     let server = TethysServer::start(binary)
         .await
         .map_err(|e| e.to_string())?;
@@ -30,6 +39,19 @@ async fn run_file(binary: &Path, file: &Path) -> Result<(), String> {
         let server = server.clone();
         async move { MySqlDb::connect(server).await }
     });
+    runner.with_column_validator(strict_column_validator);
+    if complete_types {
+        return runner
+            .update_test_file(
+                file,
+                " ",
+                default_validator,
+                default_normalizer,
+                strict_column_validator,
+            )
+            .await
+            .map_err(|e| e.to_string());
+    }
     runner
         .run_file_async(file)
         .await
@@ -38,7 +60,8 @@ async fn run_file(binary: &Path, file: &Path) -> Result<(), String> {
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql-tests");
-    let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let complete_types = std::env::args().any(|a| a == "--complete-types");
     let mut files = vec![];
     slt_files(&root, &mut files);
     files.sort();
@@ -54,7 +77,7 @@ fn main() {
     for f in &files {
         let name = f.strip_prefix(&root).unwrap_or(f).display().to_string();
         let start = std::time::Instant::now();
-        match rt.block_on(run_file(&binary, f)) {
+        match rt.block_on(run_file(&binary, f, complete_types)) {
             Ok(()) => {
                 passed += 1;
                 println!("ok     {name} ({:.1}s)", start.elapsed().as_secs_f64());

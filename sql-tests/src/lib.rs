@@ -16,9 +16,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder, Value};
-use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType};
+use sqllogictest::{AsyncDB, DBOutput};
 use tokio::sync::Mutex;
 
+mod column_type;
+
+pub use column_type::SltType;
 /// Re-exported so test binaries use the same version.
 pub use sqllogictest;
 
@@ -305,26 +308,10 @@ fn text(v: &Value) -> String {
     }
 }
 
-fn column_type(c: &mysql_async::Column) -> DefaultColumnType {
-    use mysql_async::consts::ColumnType as T;
-    match c.column_type() {
-        T::MYSQL_TYPE_TINY
-        | T::MYSQL_TYPE_SHORT
-        | T::MYSQL_TYPE_LONG
-        | T::MYSQL_TYPE_LONGLONG
-        | T::MYSQL_TYPE_INT24 => DefaultColumnType::Integer,
-        T::MYSQL_TYPE_FLOAT
-        | T::MYSQL_TYPE_DOUBLE
-        | T::MYSQL_TYPE_NEWDECIMAL
-        | T::MYSQL_TYPE_DECIMAL => DefaultColumnType::FloatingPoint,
-        _ => DefaultColumnType::Text,
-    }
-}
-
 #[async_trait]
 impl AsyncDB for MySqlDb {
     type Error = HarnessError;
-    type ColumnType = DefaultColumnType;
+    type ColumnType = SltType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<Self::ColumnType>, Self::Error> {
         if sql.trim() == "__restart__" {
@@ -342,9 +329,9 @@ impl AsyncDB for MySqlDb {
         let conn = self.conn()?;
         let mut result = conn.query_iter(sql).await?;
         let columns = result.columns();
-        let types: Vec<DefaultColumnType> = columns
+        let types: Vec<SltType> = columns
             .as_ref()
-            .map(|cs| cs.iter().map(column_type).collect())
+            .map(|cs| cs.iter().map(|c| SltType::of(c.column_type())).collect())
             .unwrap_or_default();
         let rows: Vec<mysql_async::Row> = result.collect().await?;
         drop(result);

@@ -51,7 +51,10 @@ const MAX_EXACT_INT_KEYS: u64 = 8 << 20;
 /// bloom filter took the query from 1.74 to 1.00 CPU seconds (q21: 5.6 to
 /// 3.7); q08's 403 K order keys from `lineitem ⋈ part` (18.6 bytes a key)
 /// filtering orders' 15 M rows, from about 1.5 to 1.06. The range limit
-/// (`MAX_BITMAP_RANGE`) caps a bitmap at 8 MiB.
+/// (`MAX_BITMAP_RANGE`) caps a bitmap at 8 MiB. Re-measured with 16 and 32
+/// in `benches/results/tuning-2026-12-04-notes.md`: it cannot bind at SF1
+/// (every key range fits the 1 MiB floor); at TPC-H SF10, 16 slows q05 and
+/// q08, 32 is within noise of 24.
 const BITMAP_BYTES_PER_KEY: usize = 24;
 
 /// A bitmap of up to 1 MiB (a range of 8 Mi values) is kept however few

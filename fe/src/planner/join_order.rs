@@ -81,6 +81,10 @@ impl PhysicalOptimizerRule for BuildSmallerSide {
 
 /// A probe side may be up to this many times smaller than the build side
 /// when probing it lets the join's runtime filter reach a big scan.
+/// Re-measured with 2.0 and 8.0 on TPC-H and SSB at SF1 and SF10 in
+/// `benches/results/tuning-2026-12-04-notes.md`: 8.0 slows TPC-H q21 at
+/// both scales; 2.0 was as fast at SF1 and faster at SF10 on q10 and q15
+/// over three runs of each binary: the better value, not yet adopted.
 const FILTERED_PROBE_RATIO: f64 = 4.0;
 /// What counts as a big scan: this many times the build side's rows.
 const BIG_SCAN_RATIO: f64 = 10.0;
