@@ -53,6 +53,9 @@ pub enum TethysError {
     /// `SET NAMES` with a character set other than utf8.
     #[error("Unknown character set: '{0}'")]
     UnknownCharset(String),
+    /// A collation Tethys does not know (`SET NAMES x COLLATE y`, `SET collation_connection`).
+    #[error("Unknown collation: '{0}'")]
+    UnknownCollation(String),
     /// A load label already used by a transaction that was not aborted.
     #[error(
         "[LABEL_ALREADY_EXISTS] Label [{label}] has already been used, relate to txn [{txn_id}], status [{status}]."
@@ -128,6 +131,7 @@ impl TethysError {
             DuplicateColumn(_) => (1060, "42S21"),
             WrongVariableValue(..) => (1231, "42000"),
             UnknownCharset(_) => (1115, "42000"),
+            UnknownCollation(_) => (1273, "HY000"),
             NotSupported(_) => (1235, "42000"),
             LabelAlreadyExists { .. } | TooManyVersions(_) => (1105, "HY000"),
             DataQuality(_) => (5025, "HY000"),

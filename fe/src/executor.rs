@@ -18,7 +18,7 @@ use crate::ddl;
 use crate::frontend::Frontend;
 use crate::planner::{self, StatementCtx, explain};
 use crate::session::Session;
-use crate::sql::statement::{AnalyzeTarget, SetScope, ShowFilter, Statement};
+use crate::sql::statement::{AnalyzeTarget, ShowFilter, Statement};
 
 /// What a statement returns.
 pub enum Output {
@@ -34,7 +34,20 @@ fn ok() -> Output {
 }
 
 /// A result of string columns.
-fn string_rows(columns: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
+pub(crate) fn string_rows(columns: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
+    nullable_string_rows(
+        columns,
+        rows.into_iter()
+            .map(|r| r.into_iter().map(Some).collect())
+            .collect(),
+    )
+}
+
+/// A result of string columns that may hold NULLs.
+pub(crate) fn nullable_string_rows(
+    columns: &[&str],
+    rows: Vec<Vec<Option<String>>>,
+) -> Result<Output> {
     let schema: SchemaRef = Arc::new(Schema::new(
         columns
             .iter()
@@ -74,15 +87,24 @@ pub fn like_match(pattern: &str, s: &str) -> bool {
 
 /// Filters SHOW output by LIKE on the first column, or by a WHERE clause
 /// evaluated with DataFusion over the rows.
-async fn filtered(
+async fn filtered(columns: &[&str], rows: Vec<Vec<String>>, filter: &ShowFilter) -> Result<Output> {
+    let rows = rows
+        .into_iter()
+        .map(|r| r.into_iter().map(Some).collect())
+        .collect();
+    filtered_nullable(columns, rows, filter).await
+}
+
+/// [`filtered`] over rows that may hold NULLs.
+pub(crate) async fn filtered_nullable(
     columns: &[&str],
-    mut rows: Vec<Vec<String>>,
+    mut rows: Vec<Vec<Option<String>>>,
     filter: &ShowFilter,
 ) -> Result<Output> {
     if let Some(p) = &filter.like {
-        rows.retain(|r| like_match(p, &r[0]));
+        rows.retain(|r| r[0].as_deref().is_some_and(|v| like_match(p, v)));
     }
-    let out = string_rows(columns, rows)?;
+    let out = nullable_string_rows(columns, rows)?;
     let Some(w) = &filter.where_sql else {
         return Ok(out);
     };
@@ -123,7 +145,9 @@ fn map_not_found(fe: &Frontend, session: &Session, e: TethysError) -> TethysErro
         if db.is_empty() {
             return TethysError::NoDatabaseSelected;
         }
-        if fe.catalog.read().database(&db).is_none() {
+        if !db.eq_ignore_ascii_case(crate::metadata::information_schema::NAME)
+            && fe.catalog.read().database(&db).is_none()
+        {
             return TethysError::UnknownDatabase(db);
         }
         return TethysError::UnknownTable {
@@ -136,6 +160,9 @@ fn map_not_found(fe: &Frontend, session: &Session, e: TethysError) -> TethysErro
 
 /// Executes one statement.
 pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement) -> Result<Output> {
+    fe.queries
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    session.take_assigned();
     let sdb = session.database.clone();
     match stmt {
         Statement::Empty => Ok(ok()),
@@ -320,23 +347,19 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
             session.database = Some(name);
             Ok(ok())
         }
-        Statement::SetNames(cs) => {
-            let l = cs.to_ascii_lowercase();
-            if !(l.starts_with("utf8") || l == "default" || l == "binary") {
-                return Err(TethysError::UnknownCharset(cs));
-            }
+        Statement::Prepare { name, source } => {
+            crate::prepared::prepare(session, &name, source)?;
             Ok(ok())
         }
-        Statement::Set(items) => {
-            for (scope, name, value) in items {
-                match scope {
-                    SetScope::User => {
-                        session.user_vars.insert(name, value);
-                    }
-                    // Globals are per-FE-process in Tethys today; applied to this session too.
-                    SetScope::Session | SetScope::Global => session.vars.set(&name, &value)?,
-                }
-            }
+        Statement::ExecutePrepared { name, using } => {
+            crate::prepared::execute(fe, session, &name, &using).await
+        }
+        Statement::Deallocate(name) => {
+            crate::prepared::deallocate(session, &name)?;
+            Ok(ok())
+        }
+        Statement::Set(set) => {
+            crate::set_var::execute(fe, session, set).await?;
             Ok(ok())
         }
         Statement::ShowDatabases(filter) => {
@@ -345,37 +368,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
             rows.sort();
             filtered(&["Database"], rows, &filter).await
         }
-        Statement::ShowTables { db, full, filter } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
-            let (col, rows) = {
-                let state = fe.catalog.read();
-                let d = state.database(&db).ok_or_else(|| TethysError::UnknownDatabase(db.clone()))?;
-                let col = format!("Tables_in_{}", d.name);
-                let rows: Vec<Vec<String>> = d
-                    .tables
-                    .keys()
-                    .map(|t| if full { vec![t.clone(), "BASE TABLE".into()] } else { vec![t.clone()] })
-                    .collect();
-                (col, rows)
-            };
-            if full {
-                filtered(&[&col, "Table_type"], rows, &filter).await
-            } else {
-                filtered(&[&col], rows, &filter).await
-            }
-        }
-        Statement::ShowTableStatus { db, filter } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
-            let rows = {
-                let state = fe.catalog.read();
-                let d = state.database(&db).ok_or_else(|| TethysError::UnknownDatabase(db.clone()))?;
-                d.tables
-                    .values()
-                    .map(|t| vec![t.name.clone(), "Doris".into(), "10".into(), t.comment.clone()])
-                    .collect()
-            };
-            filtered(&["Name", "Engine", "Version", "Comment"], rows, &filter).await
-        }
+        Statement::ShowMeta(m) => crate::show::execute(fe, session, m).await,
         Statement::ShowCreateTable { db, name } => {
             let db = ddl::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &name)?;
@@ -396,30 +389,8 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         Statement::Describe { db, name, all: _ } => {
             let db = ddl::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &name)?;
-            let rows = t
-                .schema
-                .columns
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    // Doris: the aggregation of a value column, NONE for
-                    // DUPLICATE and merge-on-write UNIQUE tables.
-                    let extra = match t.schema.merge_rule(i) {
-                        _ if c.is_key => String::new(),
-                        Some(a) if !t.schema.merge_on_write => a.sql().to_string(),
-                        _ => "NONE".into(),
-                    };
-                    vec![
-                        c.name.clone(),
-                        c.column_type.desc(),
-                        if c.nullable { "Yes".into() } else { "No".into() },
-                        if c.is_key { "true".into() } else { "false".into() },
-                        c.default.clone().unwrap_or_else(|| "NULL".into()),
-                        extra,
-                    ]
-                })
-                .collect();
-            string_rows(&["Field", "Type", "Null", "Key", "Default", "Extra"], rows)
+            let rows = crate::show::describe_rows(&t, false);
+            string_rows(&crate::show::DESCRIBE_COLUMNS, rows)
         }
         Statement::ShowPartitions { db, table } => {
             let db = ddl::resolve_db(&sdb, &db)?;
@@ -831,21 +802,6 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
             }
         }
         Statement::ShowEmpty { columns } => string_rows(&columns, vec![]),
-        Statement::ShowCharset => string_rows(
-            &["Charset", "Description", "Default collation", "Maxlen"],
-            vec![vec!["utf8mb4".into(), "UTF-8 Unicode".into(), "utf8mb4_0900_bin".into(), "4".into()]],
-        ),
-        Statement::ShowCollation => string_rows(
-            &["Collation", "Charset", "Id", "Default", "Compiled", "Sortlen"],
-            vec![vec![
-                "utf8mb4_0900_bin".into(),
-                "utf8mb4".into(),
-                "309".into(),
-                "Yes".into(),
-                "Yes".into(),
-                "1".into(),
-            ]],
-        ),
         Statement::ShowEngines => string_rows(
             &["Engine", "Support", "Comment", "Transactions", "XA", "Savepoints"],
             vec![vec![
@@ -1001,7 +957,11 @@ async fn run_query_as(
     delete_rows: bool,
 ) -> Result<Output> {
     let started = chrono::Local::now();
-    let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
+    let mut parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
+    let assigned = match &mut parsed {
+        datafusion::sql::parser::Statement::Statement(s) => crate::sql::assign::rewrite(s)?,
+        _ => vec![],
+    };
     let mut ctx_of_stmt = statement_ctx(fe, session, label);
     ctx_of_stmt.delete_rows = delete_rows;
     if session
@@ -1088,6 +1048,11 @@ async fn run_query_as(
             } else {
                 df.execute_stream().await?
             };
+            let stream = if assigned.is_empty() {
+                stream
+            } else {
+                keep_assigned(stream, assigned, session.assigned.clone())?
+            };
             let fe2 = fe.clone();
             let session2 = session.clone();
             let schema = stream.schema();
@@ -1098,6 +1063,65 @@ async fn run_query_as(
             ))))
         }
     }
+}
+
+/// The columns a query returns, planned but not run (COM_STMT_PREPARE);
+/// `None` for statements that return no rows or are not plain queries.
+pub(crate) async fn result_schema(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    sql: &str,
+) -> Result<Option<SchemaRef>> {
+    let Statement::Query(q) = crate::sql::parse(sql)? else {
+        return Ok(None);
+    };
+    let mut parsed = crate::sql::rewrite::parse_for_datafusion(&q)?;
+    let hidden = match &mut parsed {
+        datafusion::sql::parser::Statement::Statement(s) => crate::sql::assign::rewrite(s)?.len(),
+        _ => 0,
+    };
+    let stmt = Arc::new(statement_ctx(fe, session, None));
+    let ctx = planner::statement_context(fe, session, stmt)?;
+    let plan = ctx.state().statement_to_plan(parsed).await?;
+    if matches!(
+        plan,
+        LogicalPlan::Dml(_) | LogicalPlan::Ddl(_) | LogicalPlan::Statement(_)
+    ) {
+        return Ok(None);
+    }
+    let schema = plan.schema().as_arrow();
+    let visible: Vec<usize> = (0..schema.fields().len().saturating_sub(hidden)).collect();
+    Ok(Some(Arc::new(schema.project(&visible)?)))
+}
+
+/// Takes the hidden trailing columns of `@v := expr` (see `sql::assign`)
+/// off a result, keeping their last row's values in `sink`.
+fn keep_assigned(
+    stream: SendableRecordBatchStream,
+    vars: Vec<String>,
+    sink: Arc<Mutex<Vec<(String, datafusion::scalar::ScalarValue)>>>,
+) -> Result<SendableRecordBatchStream> {
+    let schema = stream.schema();
+    let visible = schema.fields().len().saturating_sub(vars.len());
+    let indices: Vec<usize> = (0..visible).collect();
+    let out_schema = Arc::new(schema.project(&indices)?);
+    let mapped = stream.map(move |r| {
+        let batch = r?;
+        if batch.num_rows() > 0 {
+            let last = batch.num_rows() - 1;
+            let values = vars
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    datafusion::scalar::ScalarValue::try_from_array(batch.column(visible + i), last)
+                        .map(|s| (v.clone(), s))
+                })
+                .collect::<datafusion::error::Result<Vec<_>>>()?;
+            *sink.lock().unwrap_or_else(|p| p.into_inner()) = values;
+        }
+        Ok(batch.project(&indices)?)
+    });
+    Ok(Box::pin(RecordBatchStreamAdapter::new(out_schema, mapped)))
 }
 
 pub(crate) fn table_snapshot(fe: &Frontend, db: &str, name: &str) -> Result<crate::catalog::Table> {

@@ -55,6 +55,12 @@ pub struct Frontend {
     conns: Mutex<BTreeMap<u32, Arc<ConnHandle>>>,
     next_conn: AtomicU32,
     query_seq: AtomicU64,
+    /// Connections accepted since start (`SHOW STATUS`' Connections).
+    pub connections: AtomicU64,
+    /// Statements executed since start (`SHOW STATUS`' Queries).
+    pub queries: AtomicU64,
+    /// When this FE started (`SHOW STATUS`' Uptime).
+    pub started: Instant,
 }
 
 impl Frontend {
@@ -69,6 +75,9 @@ impl Frontend {
             conns: Mutex::new(BTreeMap::new()),
             next_conn: AtomicU32::new(1),
             query_seq: AtomicU64::new(1),
+            started: Instant::now(),
+            queries: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
         })
     }
 
@@ -89,6 +98,7 @@ impl Frontend {
     /// Registers a connection under a reserved id.
     pub fn register_conn_with_id(&self, id: u32, user: &str, host: &str) -> Arc<ConnHandle> {
         let (kill, _) = tokio::sync::watch::channel(0);
+        self.connections.fetch_add(1, Ordering::Relaxed);
         let h = Arc::new(ConnHandle {
             id,
             user: user.to_string(),

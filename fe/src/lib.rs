@@ -11,12 +11,16 @@ pub mod executor;
 pub mod frontend;
 pub mod http;
 pub mod load_plan;
+pub mod metadata;
 pub mod mysql;
 pub mod planner;
+pub mod prepared;
 pub mod profile;
 pub mod rpc;
 pub mod server;
 pub mod session;
+pub mod set_var;
+pub mod show;
 pub mod sql;
 pub mod txn;
 

@@ -2,6 +2,7 @@
 //! variables with Doris' names and defaults.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use tethys_common::config::{DEFAULT_BATCH_SIZE, MYSQL_SERVER_VERSION, VERSION_COMMENT};
 use tethys_common::{Result, TethysError};
@@ -126,6 +127,16 @@ static VARS: &[VarDef] = &[
     // answered by the backends' storage (EXPLAIN: pushAggOp).
     v("enable_pushdown_agg_to_scan", "true", Kind::Bool),
     v("group_commit", "off_mode", Kind::Str),
+    // What OK packets report to clients that negotiated CLIENT_SESSION_TRACK
+    // (MySQL's defaults); transaction state is not tracked.
+    v(
+        "session_track_system_variables",
+        "time_zone,autocommit,character_set_client,character_set_results,character_set_connection",
+        Kind::Str,
+    ),
+    v("session_track_schema", "1", Kind::Int),
+    v("session_track_state_change", "0", Kind::Int),
+    v("session_track_transaction_info", "OFF", Kind::Str),
 ];
 
 /// The cores this process may use, read once: the standard library reads
@@ -141,6 +152,28 @@ fn cores() -> usize {
 
 fn def(name: &str) -> Option<&'static VarDef> {
     VARS.iter().find(|d| d.name.eq_ignore_ascii_case(name))
+}
+
+/// The canonical value of a `character_set_*` / `collation_*` variable
+/// (any UTF-8 spelling is utf8mb4), an error for one Tethys does not have,
+/// `None` for other variables. `character_set_results` may be NULL (no
+/// conversion).
+fn charset_value(name: &str, value: &str) -> Result<Option<String>> {
+    use crate::metadata::charsets;
+    if name.starts_with("character_set_") {
+        if name == "character_set_results" && value.eq_ignore_ascii_case("null") {
+            return Ok(Some("NULL".into()));
+        }
+        let cs = charsets::charset(value)
+            .ok_or_else(|| TethysError::UnknownCharset(value.to_string()))?;
+        return Ok(Some(cs.name.to_string()));
+    }
+    if name.starts_with("collation_") {
+        let co = charsets::collation(value)
+            .ok_or_else(|| TethysError::UnknownCollation(value.to_string()))?;
+        return Ok(Some(co.name.to_string()));
+    }
+    Ok(None)
 }
 
 /// The variables of one session (and the server-wide globals).
@@ -198,6 +231,17 @@ impl Variables {
                     if d.name == "time_zone" {
                         tethys_common::functions::timezone::parse_tz(value)?;
                     }
+                    if let Some(v) = charset_value(d.name, value)? {
+                        return self.store(d, v);
+                    }
+                    if d.name == "session_track_transaction_info"
+                        && !value.eq_ignore_ascii_case("off")
+                    {
+                        return Err(TethysError::Analysis(format!(
+                            "Variable 'session_track_transaction_info' can't be set to the value of \
+                             '{value}': Tethys does not track transaction state (OFF only)"
+                        )));
+                    }
                     if d.name == "group_commit" {
                         let v = value.to_ascii_lowercase();
                         if !["off_mode", "sync_mode", "async_mode"].contains(&v.as_str()) {
@@ -213,6 +257,10 @@ impl Variables {
                 }
             }
         };
+        self.store(d, value)
+    }
+
+    fn store(&mut self, d: &VarDef, value: String) -> Result<()> {
         if value == d.default {
             self.overrides.remove(d.name);
         } else {
@@ -349,10 +397,22 @@ pub struct Session {
     pub client_host: String,
     pub database: Option<String>,
     pub vars: Variables,
-    pub user_vars: BTreeMap<String, String>,
+    /// `@name` variables with the type of the value they were set to.
+    pub user_vars: BTreeMap<String, datafusion::scalar::ScalarValue>,
+    /// Values a query's `@v := expr` left in its last row, written as the
+    /// result streams out and taken into `user_vars` by the next statement.
+    pub assigned: Arc<Mutex<Vec<(String, datafusion::scalar::ScalarValue)>>>,
+    /// `PREPARE`d statements by lower-case name.
+    pub prepared: BTreeMap<String, String>,
 }
 
 impl Session {
+    /// Takes the values the previous query assigned into the user variables.
+    pub fn take_assigned(&mut self) {
+        let done = std::mem::take(&mut *self.assigned.lock().unwrap_or_else(|p| p.into_inner()));
+        self.user_vars.extend(done);
+    }
+
     pub fn new(conn_id: u32, user: String, client_host: String) -> Self {
         Session {
             conn_id,
@@ -361,6 +421,8 @@ impl Session {
             database: None,
             vars: Variables::default(),
             user_vars: BTreeMap::new(),
+            assigned: Default::default(),
+            prepared: BTreeMap::new(),
         }
     }
 }
@@ -386,5 +448,16 @@ mod tests {
         v.set("autocommit", "ON").unwrap();
         assert_eq!(v.get("autocommit").unwrap(), "1");
         assert!(v.set("version", "1").is_err());
+        v.set("character_set_client", "UTF8").unwrap();
+        assert_eq!(v.get("character_set_client").unwrap(), "utf8mb4");
+        assert!(matches!(
+            v.set("character_set_client", "latin1"),
+            Err(TethysError::UnknownCharset(_))
+        ));
+        v.set("character_set_results", "NULL").unwrap();
+        assert!(matches!(
+            v.set("collation_connection", "latin1_swedish_ci"),
+            Err(TethysError::UnknownCollation(_))
+        ));
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{AsArray, BooleanArray};
+use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::compute::kernels::cast::cast;
 use arrow::compute::kernels::zip::zip;
 use arrow::datatypes::DataType;
@@ -19,6 +19,22 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     let lower = datafusion::functions::string::lower();
     vec![
         Arc::new(ScalarUDF::from(IfFn::new())),
+        Arc::new(ScalarUDF::from(LocateFn {
+            signature: Signature::one_of(
+                vec![
+                    datafusion::logical_expr::TypeSignature::Exact(vec![
+                        DataType::Utf8,
+                        DataType::Utf8,
+                    ]),
+                    datafusion::logical_expr::TypeSignature::Exact(vec![
+                        DataType::Utf8,
+                        DataType::Utf8,
+                        DataType::Int64,
+                    ]),
+                ],
+                Volatility::Immutable,
+            ),
+        })),
         Arc::new(upper.as_ref().clone().with_aliases(["ucase"])),
         Arc::new(lower.as_ref().clone().with_aliases(["lcase"])),
     ]
@@ -75,6 +91,60 @@ impl ScalarUDFImpl for IfFn {
     }
 }
 
+/// `locate(substr, str[, pos])`: the 1-based character position of the
+/// first `substr` in `str` at or after `pos`, 0 when there is none (MySQL's
+/// and Doris'; MariaDB Connector/J's `getColumns` calls it).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct LocateFn {
+    signature: Signature,
+}
+
+/// [`LocateFn`] on one row.
+fn locate(needle: &str, hay: &str, pos: i64) -> i64 {
+    if pos < 1 {
+        return 0;
+    }
+    let start = match hay.char_indices().nth(pos as usize - 1) {
+        Some((b, _)) => b,
+        None if needle.is_empty() && hay.chars().count() + 1 == pos as usize => hay.len(),
+        None => return 0,
+    };
+    match hay[start..].find(needle) {
+        Some(b) => pos + hay[start..start + b].chars().count() as i64,
+        None => 0,
+    }
+}
+
+impl ScalarUDFImpl for LocateFn {
+    fn name(&self) -> &str {
+        "locate"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int64)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let arrays = super::arrays(&args)?;
+        let (needle, hay) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
+        let pos = arrays
+            .get(2)
+            .map(|p| p.as_primitive::<arrow::datatypes::Int64Type>());
+        let out: arrow::array::Int64Array = (0..n)
+            .map(|i| {
+                if needle.is_null(i) || hay.is_null(i) || pos.is_some_and(|p| p.is_null(i)) {
+                    return None;
+                }
+                let p = pos.map_or(1, |p| p.value(i));
+                Some(locate(needle.value(i), hay.value(i), p))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
 /// A per-session constant function such as `database()`, `user()` or
 /// `connection_id()`; the FE registers one per session and folds it at plan time.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -114,6 +184,17 @@ impl ScalarUDFImpl for ConstFn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn locate_counts_characters_from_one() {
+        assert_eq!(locate("bar", "foobarbar", 1), 4);
+        assert_eq!(locate("bar", "foobarbar", 5), 7);
+        assert_eq!(locate("xbar", "foobar", 1), 0);
+        assert_eq!(locate("é", "aéé", 3), 3);
+        assert_eq!(locate("", "abc", 1), 1);
+        assert_eq!(locate("a", "abc", 0), 0);
+        assert_eq!(locate("a", "abc", 9), 0);
+    }
     use datafusion::prelude::SessionContext;
 
     #[tokio::test]

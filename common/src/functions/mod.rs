@@ -11,6 +11,8 @@ pub mod hll;
 mod misc;
 pub mod object;
 mod object_agg;
+mod string;
+mod time;
 pub mod timezone;
 
 use std::sync::Arc;
@@ -19,11 +21,22 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
 pub use misc::ConstFn;
+pub use string::substring_udf;
+
+/// A function call's arguments as arrays of its row count.
+pub(super) fn arrays(
+    args: &datafusion::logical_expr::ScalarFunctionArgs,
+) -> datafusion::error::Result<Vec<arrow::array::ArrayRef>> {
+    let n = args.number_rows;
+    args.args.iter().map(|a| a.to_array(n)).collect()
+}
 
 /// All Tethys scalar functions.
 pub fn all_udfs() -> Vec<Arc<ScalarUDF>> {
     let mut v = datetime::udfs();
     v.extend(misc::udfs());
+    v.extend(string::udfs());
+    v.extend(time::udfs());
     v.extend(bitmap::udfs());
     v.extend(hll::udfs());
     v

@@ -36,6 +36,8 @@ struct Conn<S> {
     caps: u32,
     stmts: HashMap<u32, Prepared>,
     next_stmt: u32,
+    /// The session as the running statement found it, for session tracking.
+    before: Option<super::session_track::Before>,
 }
 
 /// Serves one client until it quits or the connection breaks.
@@ -117,7 +119,8 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     }
     let handle = fe.register_conn_with_id(conn_id, &hs.user, &host);
     *handle.db.lock().unwrap_or_else(|p| p.into_inner()) = session.database.clone();
-    io.write_packet(&ok_packet(0, 0, 0, SERVER_STATUS_AUTOCOMMIT, 0, ""));
+    let caps = hs.capabilities & SERVER_CAPABILITIES;
+    io.write_packet(&ok_packet(0, 0, SERVER_STATUS_AUTOCOMMIT, caps));
     if io.flush().await.is_err() {
         fe.unregister_conn(conn_id);
         return;
@@ -127,9 +130,10 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         fe: fe.clone(),
         session,
         handle,
-        caps: hs.capabilities & SERVER_CAPABILITIES,
+        caps,
         stmts: HashMap::new(),
         next_stmt: 1,
+        before: None,
     };
     let _ = conn.run().await;
     fe.unregister_conn(conn_id);
@@ -171,7 +175,7 @@ pub fn bind_params(sql: &str, params: &[String]) -> Result<String, TethysError> 
     Ok(out)
 }
 
-fn count_placeholders(sql: &str) -> usize {
+pub(crate) fn count_placeholders(sql: &str) -> usize {
     let n = sql.len();
     let dummy: Vec<String> = vec![String::new(); n + 1];
     match bind_params(sql, &dummy) {
@@ -180,7 +184,7 @@ fn count_placeholders(sql: &str) -> usize {
     }
 }
 
-fn quote_str(s: &str) -> String {
+pub(crate) fn quote_str(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
     o.push('\'');
     for c in s.chars() {
@@ -321,8 +325,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
         if more {
             status |= SERVER_MORE_RESULTS_EXISTS;
         }
-        self.io
-            .write_packet(&ok_packet(0, affected, 0, status, 0, info));
+        let state = match self.before.take() {
+            Some(b) if self.caps & CLIENT_SESSION_TRACK != 0 => b.changes(&self.session),
+            _ => vec![],
+        };
+        let ok = OkPacket {
+            header: 0,
+            affected,
+            status,
+            info,
+            session_state: &state,
+        };
+        self.io.write_packet(&ok.encode(self.caps));
     }
 
     async fn run(&mut self) -> std::io::Result<()> {
@@ -362,7 +376,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                 COM_FIELD_LIST => self.field_list(body).await,
                 COM_STMT_PREPARE => {
                     let sql = String::from_utf8_lossy(body).to_string();
-                    self.prepare(sql);
+                    self.prepare(sql).await;
                 }
                 COM_STMT_EXECUTE => self.execute_prepared(body).await,
                 COM_STMT_CLOSE => {
@@ -428,13 +442,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
             status |= SERVER_MORE_RESULTS_EXISTS;
         }
         if self.deprecate_eof() {
-            self.io.write_packet(&ok_packet(0xfe, 0, 0, status, 0, ""));
+            self.io.write_packet(&ok_packet(0xfe, 0, status, self.caps));
         } else {
             self.io.write_packet(&eof_packet(status));
         }
     }
 
-    fn prepare(&mut self, sql: String) {
+    /// COM_STMT_PREPARE: the statement's parameters and, for a query, the
+    /// columns it returns (planned with NULL parameters). libmariadb decodes
+    /// the binary rows of COM_STMT_EXECUTE with these; announcing none made
+    /// MariaDB Connector/ODBC's SQLColumns crash in mysql_stmt_store_result.
+    async fn prepare(&mut self, sql: String) {
         if let Err(e) = sql::parse(&sql) {
             // Placeholders make some statements unparsable until bound; only
             // reject what can never become valid.
@@ -446,9 +464,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
         let id = self.next_stmt;
         self.next_stmt += 1;
         let params = count_placeholders(&sql);
+        let columns = match bind_params(&sql, &vec!["NULL".to_string(); params]) {
+            Ok(bound) => executor::result_schema(&self.fe, &self.session, &bound)
+                .await
+                .ok()
+                .flatten(),
+            Err(_) => None,
+        };
+        let ncols = columns.as_ref().map_or(0, |s| s.fields().len());
         let mut p = vec![0u8];
         p.extend_from_slice(&id.to_le_bytes());
-        p.extend_from_slice(&0u16.to_le_bytes());
+        p.extend_from_slice(&(ncols as u16).to_le_bytes());
         p.extend_from_slice(&(params as u16).to_le_bytes());
         p.push(0);
         p.extend_from_slice(&0u16.to_le_bytes());
@@ -466,6 +492,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                     decimals: 0,
                 };
                 self.io.write_packet(&column_def_packet(&cd));
+            }
+            if !self.deprecate_eof() {
+                self.io.write_packet(&eof_packet(SERVER_STATUS_AUTOCOMMIT));
+            }
+        }
+        if let Some(schema) = &columns
+            && ncols > 0
+        {
+            for f in schema.fields() {
+                self.io.write_packet(&column_def_packet(&column_def(f)));
             }
             if !self.deprecate_eof() {
                 self.io.write_packet(&eof_packet(SERVER_STATUS_AUTOCOMMIT));
@@ -579,6 +615,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
         let mut kill = self.handle.kill_signal();
         kill.borrow_and_update();
         let fe = self.fe.clone();
+        self.before = Some(super::session_track::Before::of(&self.session));
         let result = {
             let work = async {
                 let out = executor::execute(&fe, &mut self.session, stmt).await?;

@@ -5,6 +5,7 @@
 pub mod conn;
 pub mod packet;
 pub mod proto;
+pub mod session_track;
 pub mod value;
 
 use std::net::SocketAddr;

@@ -18,6 +18,7 @@ pub const CLIENT_PS_MULTI_RESULTS: u32 = 1 << 18;
 pub const CLIENT_PLUGIN_AUTH: u32 = 1 << 19;
 pub const CLIENT_CONNECT_ATTRS: u32 = 1 << 20;
 pub const CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA: u32 = 1 << 21;
+pub const CLIENT_SESSION_TRACK: u32 = 1 << 23;
 pub const CLIENT_DEPRECATE_EOF: u32 = 1 << 24;
 
 /// Capabilities this server offers.
@@ -35,10 +36,12 @@ pub const SERVER_CAPABILITIES: u32 = CLIENT_LONG_PASSWORD
     | CLIENT_PLUGIN_AUTH
     | CLIENT_CONNECT_ATTRS
     | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+    | CLIENT_SESSION_TRACK
     | CLIENT_DEPRECATE_EOF;
 
 pub const SERVER_STATUS_AUTOCOMMIT: u16 = 0x0002;
 pub const SERVER_MORE_RESULTS_EXISTS: u16 = 0x0008;
+pub const SERVER_SESSION_STATE_CHANGED: u16 = 0x4000;
 
 /// utf8_general_ci, what Doris announces.
 pub const CHARSET_UTF8: u16 = 33;
@@ -244,26 +247,61 @@ pub fn check_native_password(scramble: &[u8; 20], password: &str, response: &[u8
     (0..20).all(|i| response[i] ^ mix[i] == stage1[i])
 }
 
-/// An OK packet (header 0x00, or 0xFE when it ends a result set under DEPRECATE_EOF).
-pub fn ok_packet(
-    header: u8,
-    affected: u64,
-    last_insert_id: u64,
-    status: u16,
-    warnings: u16,
-    info: &str,
-) -> Vec<u8> {
-    let mut p = vec![header];
-    put_lenenc_int(&mut p, affected);
-    put_lenenc_int(&mut p, last_insert_id);
-    p.extend_from_slice(&status.to_le_bytes());
-    p.extend_from_slice(&warnings.to_le_bytes());
-    // Real MySQL servers send a non-empty info as a length-encoded string
-    // (sql/protocol_classic.cc net_send_ok), and clients parse it that way.
-    if !info.is_empty() {
-        put_lenenc_str(&mut p, info.as_bytes());
+/// An OK packet. The info text is a length-encoded string, as MySQL's
+/// `net_send_ok` writes it (the protocol documentation's `string<EOF>` is
+/// not what servers send, nor what libmysqlclient or Rust's mysql_common
+/// read); with `CLIENT_SESSION_TRACK` it is there even when empty, and
+/// `session_state` (see `session_track`) follows it. Offering
+/// session tracking is what makes Node's mysql2 read it length-encoded: it
+/// reads `string<EOF>` from servers that do not.
+pub struct OkPacket<'a> {
+    /// 0x00, or 0xFE when it ends a result set under DEPRECATE_EOF.
+    pub header: u8,
+    pub affected: u64,
+    pub status: u16,
+    pub info: &'a str,
+    pub session_state: &'a [u8],
+}
+
+impl OkPacket<'_> {
+    /// The packet for a client with capabilities `caps` (no last insert
+    /// id, no warnings: Tethys has neither).
+    pub fn encode(&self, caps: u32) -> Vec<u8> {
+        let track = caps & CLIENT_SESSION_TRACK != 0;
+        let status = if track && !self.session_state.is_empty() {
+            self.status | SERVER_SESSION_STATE_CHANGED
+        } else {
+            self.status
+        };
+        let mut p = vec![self.header];
+        put_lenenc_int(&mut p, self.affected);
+        put_lenenc_int(&mut p, 0);
+        if caps & CLIENT_PROTOCOL_41 != 0 {
+            p.extend_from_slice(&status.to_le_bytes());
+            p.extend_from_slice(&0u16.to_le_bytes());
+        } else if caps & CLIENT_TRANSACTIONS != 0 {
+            p.extend_from_slice(&status.to_le_bytes());
+        }
+        if track || !self.info.is_empty() {
+            put_lenenc_str(&mut p, self.info.as_bytes());
+        }
+        if track && !self.session_state.is_empty() {
+            put_lenenc_str(&mut p, self.session_state);
+        }
+        p
     }
-    p
+}
+
+/// An OK packet with no info.
+pub fn ok_packet(header: u8, affected: u64, status: u16, caps: u32) -> Vec<u8> {
+    OkPacket {
+        header,
+        affected,
+        status,
+        info: "",
+        session_state: &[],
+    }
+    .encode(caps)
 }
 
 /// An ERR packet.
@@ -320,6 +358,48 @@ pub fn column_def_packet(c: &ColumnDef) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ok_packet_framing_for_each_capability_combination() {
+        let info = "{'label':'l1'}";
+        let base = CLIENT_PROTOCOL_41 | CLIENT_TRANSACTIONS;
+        // Header, affected 1, id 0, status, warnings, length-encoded info.
+        let mut want = vec![0, 1, 0, 2, 0, 0, 0, info.len() as u8];
+        want.extend_from_slice(info.as_bytes());
+        let insert = OkPacket {
+            header: 0,
+            affected: 1,
+            status: 2,
+            info,
+            session_state: &[],
+        };
+        assert_eq!(insert.encode(base), want);
+        assert_eq!(insert.encode(base | CLIENT_SESSION_TRACK), want);
+        // An empty info is left out, unless session tracking was negotiated.
+        assert_eq!(ok_packet(0, 0, 2, base), vec![0, 0, 0, 2, 0, 0, 0]);
+        assert_eq!(
+            ok_packet(0xfe, 0, 2, base | CLIENT_SESSION_TRACK),
+            vec![0xfe, 0, 0, 2, 0, 0, 0, 0]
+        );
+        assert_eq!(ok_packet(0xfe, 0, 2, base), vec![0xfe, 0, 0, 2, 0, 0, 0]);
+        // Before protocol 4.1 there are no warnings, and without
+        // CLIENT_TRANSACTIONS no status either.
+        assert_eq!(ok_packet(0, 0, 2, CLIENT_TRANSACTIONS), vec![0, 0, 0, 2, 0]);
+        assert_eq!(ok_packet(0, 0, 2, 0), vec![0, 0, 0]);
+        // Session state follows the info, with SERVER_SESSION_STATE_CHANGED set.
+        let with_state = OkPacket {
+            header: 0,
+            affected: 0,
+            status: 2,
+            info: "",
+            session_state: &[1, 2, 1, b'd'],
+        };
+        assert_eq!(
+            with_state.encode(base | CLIENT_SESSION_TRACK),
+            vec![0, 0, 0, 2, 0x40, 0, 0, 0, 4, 1, 2, 1, b'd']
+        );
+        assert_eq!(with_state.encode(base), vec![0, 0, 0, 2, 0, 0, 0]);
+    }
 
     #[test]
     fn lenenc() {

@@ -121,6 +121,13 @@ pub fn column_def(field: &Field) -> ColumnDef {
     }
 }
 
+/// Whether a value is NULL; a column of type Null (`SELECT NULL`) has no
+/// null buffer, yet every value of it is NULL (it was sent as the text
+/// `NULL`).
+fn is_null(arr: &ArrayRef, row: usize) -> bool {
+    arr.data_type() == &DataType::Null || arr.is_null(row)
+}
+
 /// Formats a datetime like MySQL: fraction only when the column declares one.
 fn fmt_datetime(dt: &NaiveDateTime, precision: u8) -> String {
     let base = dt.format("%Y-%m-%d %H:%M:%S").to_string();
@@ -239,7 +246,7 @@ impl<'a> RowEncoder<'a> {
     /// The text a client sees for one value (`None` for NULL).
     pub fn text_value(&self, col: usize, row: usize) -> Option<String> {
         let arr: &ArrayRef = self.batch.column(col);
-        if arr.is_null(row) || self.objects[col] {
+        if is_null(arr, row) || self.objects[col] {
             return None;
         }
         Some(match arr.data_type() {
@@ -291,7 +298,7 @@ impl<'a> RowEncoder<'a> {
         out.resize(bitmap_at + (n + 7 + 2) / 8, 0);
         for c in 0..n {
             let arr = self.batch.column(c);
-            if arr.is_null(row) || self.objects[c] {
+            if is_null(arr, row) || self.objects[c] {
                 let bit = c + 2;
                 out[bitmap_at + bit / 8] |= 1 << (bit % 8);
                 continue;
@@ -415,6 +422,23 @@ mod tests {
         assert!(String::from_utf8_lossy(&out).contains("10:00:00.500000"));
         enc.binary_row(1, &mut out);
         assert_eq!(out[1] & 0b100, 0b100, "null bit of column 0 at offset 2");
+    }
+
+    #[test]
+    fn null_columns_are_null() {
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![Field::new(
+            "n",
+            DataType::Null,
+            true,
+        )]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(arrow::array::NullArray::new(1))]).unwrap();
+        let enc = RowEncoder::new(&batch);
+        let mut out = vec![];
+        enc.text_row(0, &mut out);
+        assert_eq!(out, vec![0xfb]);
+        enc.binary_row(0, &mut out);
+        assert_eq!(out, vec![0, 0b100]);
     }
 
     #[test]

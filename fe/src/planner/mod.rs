@@ -28,6 +28,8 @@ use datafusion::error::Result as DfResult;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::variable::{VarProvider, VarType};
+
+use crate::metadata::information_schema::{self, SessionView};
 use tethys_common::functions::ConstFn;
 use tethys_common::{Result, TethysError};
 
@@ -136,7 +138,8 @@ pub fn statement_context(
     let mut config = SessionConfig::new()
         .with_batch_size(vars.batch_size())
         .with_target_partitions(vars.parallelism())
-        .with_information_schema(true)
+        // Tethys serves its own, MySQL-shaped information_schema.
+        .with_information_schema(false)
         .with_default_catalog_and_schema(
             INTERNAL_CATALOG,
             session.database.clone().unwrap_or_default(),
@@ -210,13 +213,17 @@ pub fn statement_context(
     ctx.register_variable(VarType::System, Arc::new(SystemVars(vars.clone())));
     ctx.register_variable(
         VarType::UserDefined,
-        Arc::new(UserVars(session.user_vars.clone().into_iter().collect())),
+        Arc::new(UserVars(session.user_vars.clone())),
     );
     ctx.register_catalog(
         INTERNAL_CATALOG,
         Arc::new(TethysCatalog {
             fe: fe.clone(),
             stmt,
+            session: SessionView {
+                user: session.user.clone(),
+                vars: session.vars.clone(),
+            },
         }),
     );
     Ok(ctx)
@@ -268,22 +275,27 @@ impl VarProvider for SystemVars {
     }
 }
 
-/// `@var` lookups.
+/// `@var` lookups: the value with its type; NULL (a string) if never set.
 #[derive(Debug)]
-struct UserVars(std::collections::BTreeMap<String, String>);
+struct UserVars(std::collections::BTreeMap<String, ScalarValue>);
+
+impl UserVars {
+    fn lookup(&self, var_names: &[String]) -> ScalarValue {
+        let name = var_names.last().cloned().unwrap_or_default();
+        self.0
+            .get(name.trim_start_matches('@').to_ascii_lowercase().as_str())
+            .cloned()
+            .unwrap_or(ScalarValue::Utf8(None))
+    }
+}
 
 impl VarProvider for UserVars {
     fn get_value(&self, var_names: Vec<String>) -> DfResult<ScalarValue> {
-        let name = var_names.last().cloned().unwrap_or_default();
-        Ok(ScalarValue::Utf8(
-            self.0
-                .get(name.trim_start_matches('@').to_ascii_lowercase().as_str())
-                .cloned(),
-        ))
+        Ok(self.lookup(&var_names))
     }
 
-    fn get_type(&self, _var_names: &[String]) -> Option<DataType> {
-        Some(DataType::Utf8)
+    fn get_type(&self, var_names: &[String]) -> Option<DataType> {
+        Some(self.lookup(var_names).data_type())
     }
 }
 
@@ -292,14 +304,23 @@ impl VarProvider for UserVars {
 struct TethysCatalog {
     fe: Arc<Frontend>,
     stmt: Arc<StatementCtx>,
+    session: SessionView,
 }
 
 impl CatalogProvider for TethysCatalog {
     fn schema_names(&self) -> Vec<String> {
-        self.fe.catalog.read().databases.keys().cloned().collect()
+        let mut names: Vec<String> = self.fe.catalog.read().databases.keys().cloned().collect();
+        names.push(information_schema::NAME.into());
+        names
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        if name.eq_ignore_ascii_case(information_schema::NAME) {
+            return Some(Arc::new(information_schema::InformationSchema {
+                fe: self.fe.clone(),
+                session: self.session.clone(),
+            }));
+        }
         let db = self.fe.catalog.read().database(name)?.name.clone();
         Some(Arc::new(TethysSchema {
             fe: self.fe.clone(),
@@ -658,5 +679,23 @@ impl datafusion::logical_expr::planner::ExprPlanner for MySqlSemantics {
             }
         }
         Ok(PlannerResult::Original(expr))
+    }
+
+    /// `SUBSTRING(s FROM p FOR n)` with MySQL's rules (negative positions
+    /// count from the end; a length below one is `''`).
+    fn plan_substring(
+        &self,
+        args: Vec<datafusion::logical_expr::Expr>,
+    ) -> DfResult<
+        datafusion::logical_expr::planner::PlannerResult<Vec<datafusion::logical_expr::Expr>>,
+    > {
+        use datafusion::logical_expr::expr::ScalarFunction;
+        use datafusion::logical_expr::planner::PlannerResult;
+        Ok(PlannerResult::Planned(
+            datafusion::logical_expr::Expr::ScalarFunction(ScalarFunction::new_udf(
+                tethys_common::functions::substring_udf(),
+                args,
+            )),
+        ))
     }
 }

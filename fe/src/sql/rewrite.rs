@@ -40,6 +40,36 @@ fn fix_type(t: &mut DataType) {
     }
 }
 
+/// MySQL's `CONVERT(expr, type)` is `CAST(expr AS type)`, and
+/// `CONVERT(expr USING charset)` is `expr` (strings are UTF-8). MariaDB
+/// Connector/J's `getColumns` selects `CONVERT(CASE ... END, UNSIGNED INTEGER)`.
+fn convert_to_cast(e: &mut Expr) {
+    let Expr::Convert {
+        is_try: false,
+        expr,
+        data_type,
+        target_before_value: false,
+        ..
+    } = e
+    else {
+        return;
+    };
+    let inner = std::mem::replace(
+        expr.as_mut(),
+        Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
+    );
+    *e = match data_type.take() {
+        Some(data_type) => Expr::Cast {
+            kind: datafusion::sql::sqlparser::ast::CastKind::Cast,
+            expr: Box::new(inner),
+            data_type,
+            array: false,
+            format: None,
+        },
+        None => Expr::Nested(Box::new(inner)),
+    };
+}
+
 /// Marks a de-duplicated result column name; the MySQL layer shows only the
 /// part before it, so `SELECT a, a` returns two columns named `a`.
 pub const DUPLICATE_NAME_MARK: char = '\u{1}';
@@ -112,6 +142,7 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
     if let DFStatement::Statement(s) = &mut stmt {
         name_columns_like_mysql(s.as_mut());
         let _ = visit_expressions_mut(s.as_mut(), |e| {
+            convert_to_cast(e);
             if let Expr::Cast { data_type, .. } = e {
                 fix_type(data_type);
             }
@@ -151,5 +182,17 @@ mod tests {
         assert!(s.contains("AS TIMESTAMP"), "{s}");
         assert!(s.contains("DECIMAL(38,0)"), "{s}");
         assert!(s.contains("AS BIGINT"), "{s}");
+    }
+
+    #[test]
+    fn mysql_convert() {
+        let s = parse_for_datafusion(
+            "select convert(a, unsigned integer), convert('x' using utf8mb4), convert(b, char)",
+        )
+        .unwrap()
+        .to_string();
+        assert!(s.contains("CAST(a AS BIGINT UNSIGNED)"), "{s}");
+        assert!(s.contains("('x')"), "{s}");
+        assert!(s.contains("CAST(b AS CHAR)"), "{s}");
     }
 }

@@ -7,6 +7,7 @@ use datafusion::sql::sqlparser::tokenizer::Token;
 use tethys_common::types::ColumnType;
 use tethys_common::{Result, TethysError};
 
+use super::set::{SetStatement, parse_set};
 use super::tokens::Tokens;
 
 /// A column definition in CREATE TABLE.
@@ -79,12 +80,44 @@ pub struct ShowFilter {
     pub where_sql: Option<String>,
 }
 
-/// Scope of a SET.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SetScope {
-    Session,
-    Global,
-    User,
+/// A SHOW answered from `information_schema`'s rows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ShowMeta {
+    Tables {
+        db: Option<String>,
+        full: bool,
+        filter: ShowFilter,
+    },
+    TableStatus {
+        db: Option<String>,
+        filter: ShowFilter,
+    },
+    Columns {
+        db: Option<String>,
+        table: String,
+        full: bool,
+        filter: ShowFilter,
+    },
+    Index {
+        db: Option<String>,
+        table: String,
+        filter: ShowFilter,
+    },
+    Charset(ShowFilter),
+    Collation(ShowFilter),
+    Status(ShowFilter),
+    /// `SHOW [FULL] TRIGGERS [FROM db]`: Tethys has none (DBeaver asks).
+    Triggers {
+        db: Option<String>,
+        filter: ShowFilter,
+    },
+}
+
+/// Where `PREPARE` takes the statement's text from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PrepareSource {
+    Text(String),
+    UserVar(String),
 }
 
 /// A parsed statement.
@@ -140,14 +173,8 @@ pub enum Statement {
         properties: Vec<(String, String)>,
     },
     Use(String),
-    Set(Vec<(SetScope, String, String)>),
-    SetNames(String),
+    Set(SetStatement),
     ShowDatabases(ShowFilter),
-    ShowTables {
-        db: Option<String>,
-        full: bool,
-        filter: ShowFilter,
-    },
     ShowCreateTable {
         db: Option<String>,
         name: String,
@@ -229,17 +256,26 @@ pub enum Statement {
     ShowEmpty {
         columns: Vec<&'static str>,
     },
-    ShowCharset,
-    ShowCollation,
     ShowEngines,
-    ShowTableStatus {
-        db: Option<String>,
-        filter: ShowFilter,
-    },
+    /// The SHOW statements MySQL clients and BI tools read metadata with,
+    /// answered from `information_schema` (see `crate::show`).
+    ShowMeta(ShowMeta),
     Kill {
         connection: bool,
         id: u64,
     },
+    /// `PREPARE name FROM 'text' | @var`.
+    Prepare {
+        name: String,
+        source: PrepareSource,
+    },
+    /// `EXECUTE name [USING @a, @b, ...]`.
+    ExecutePrepared {
+        name: String,
+        using: Vec<String>,
+    },
+    /// `DEALLOCATE PREPARE name`.
+    Deallocate(String),
     Begin,
     Commit,
     Rollback,
@@ -426,7 +462,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
             t.finish()?;
             Ok(Statement::Use(db))
         }
-        "set" => parse_set(&mut t),
+        "set" => parse_set(&mut t).map(Statement::Set),
         "show" => parse_show(&mut t, trimmed),
         "desc" | "describe" => {
             t.advance();
@@ -441,6 +477,51 @@ pub fn parse(sql: &str) -> Result<Statement> {
             let all = t.eat_kw("all");
             t.finish()?;
             Ok(Statement::Describe { db, name, all })
+        }
+        "prepare" => {
+            t.advance();
+            let name = t.ident()?;
+            t.expect_kw("from")?;
+            let source = match t.advance() {
+                Some(Token::SingleQuotedString(s)) | Some(Token::DoubleQuotedString(s)) => {
+                    PrepareSource::Text(s)
+                }
+                Some(Token::Word(w)) if w.value.starts_with('@') && !w.value.starts_with("@@") => {
+                    PrepareSource::UserVar(w.value.trim_start_matches('@').to_ascii_lowercase())
+                }
+                _ => return Err(t.unexpected("a quoted statement or @variable")),
+            };
+            t.finish()?;
+            Ok(Statement::Prepare { name, source })
+        }
+        "execute" => {
+            t.advance();
+            let name = t.ident()?;
+            let mut using = vec![];
+            if t.eat_kw("using") {
+                loop {
+                    match t.advance() {
+                        Some(Token::Word(w))
+                            if w.value.starts_with('@') && !w.value.starts_with("@@") =>
+                        {
+                            using.push(w.value.trim_start_matches('@').to_ascii_lowercase())
+                        }
+                        _ => return Err(t.unexpected("a @variable")),
+                    }
+                    if !t.eat(&Token::Comma) {
+                        break;
+                    }
+                }
+            }
+            t.finish()?;
+            Ok(Statement::ExecutePrepared { name, using })
+        }
+        "deallocate" => {
+            t.advance();
+            t.expect_kw("prepare")?;
+            let name = t.ident()?;
+            t.finish()?;
+            Ok(Statement::Deallocate(name))
         }
         "kill" => {
             t.advance();
@@ -1007,96 +1088,6 @@ fn parse_alter(t: &mut Tokens) -> Result<Statement> {
     ))
 }
 
-fn set_value(t: &mut Tokens) -> Result<String> {
-    let neg = t.eat(&Token::Minus);
-    let v = match t.advance() {
-        Some(Token::SingleQuotedString(s)) | Some(Token::DoubleQuotedString(s)) => s,
-        Some(Token::Number(n, _)) => n,
-        Some(Token::Word(w)) => w.value,
-        _ => return Err(t.unexpected("a value")),
-    };
-    Ok(if neg { format!("-{v}") } else { v })
-}
-
-fn parse_set(t: &mut Tokens) -> Result<Statement> {
-    t.advance();
-    if t.eat_kw("names") {
-        let cs = match t.advance() {
-            Some(Token::Word(w)) => w.value,
-            Some(Token::SingleQuotedString(s)) | Some(Token::DoubleQuotedString(s)) => s,
-            _ => return Err(t.unexpected("a character set name")),
-        };
-        if t.eat_kw("collate") {
-            t.advance();
-        }
-        return Ok(Statement::SetNames(cs));
-    }
-    if t.eat_kws(&["character", "set"]) || t.eat_kw("charset") {
-        let cs = set_value(t)?;
-        return Ok(Statement::SetNames(cs));
-    }
-    if t.peek_kws(&["transaction"])
-        || t.peek_kws(&["session", "transaction"])
-        || t.peek_kws(&["global", "transaction"])
-    {
-        return Ok(Statement::Set(vec![]));
-    }
-    if t.peek_kws(&["password"]) {
-        return Err(TethysError::NotSupported(
-            "SET PASSWORD is not supported yet".into(),
-        ));
-    }
-    let mut out = vec![];
-    loop {
-        let mut scope = SetScope::Session;
-        if t.eat_kw("global") {
-            scope = SetScope::Global;
-        } else if t.eat_kw("session") || t.eat_kw("local") {
-            scope = SetScope::Session;
-        }
-        // @@var, @@session.var, @@global.var, @uservar
-        let name = match t.peek() {
-            Some(Token::Word(w)) if w.value.starts_with("@@") => {
-                let w = w.value.clone();
-                t.advance();
-                let w = w.trim_start_matches("@@").to_string();
-                let lw = w.to_ascii_lowercase();
-                if lw == "global" || lw == "session" || lw == "local" {
-                    if lw == "global" {
-                        scope = SetScope::Global;
-                    }
-                    t.expect(&Token::Period)?;
-                    t.ident()?
-                } else if let Some(rest) = lw.strip_prefix("global.") {
-                    scope = SetScope::Global;
-                    rest.to_string()
-                } else if let Some(rest) = lw.strip_prefix("session.") {
-                    rest.to_string()
-                } else {
-                    w
-                }
-            }
-            Some(Token::Word(w)) if w.value.starts_with('@') => {
-                let w = w.value.trim_start_matches('@').to_string();
-                t.advance();
-                scope = SetScope::User;
-                w
-            }
-            _ => t.ident()?,
-        };
-        if !t.eat(&Token::Eq) && !t.eat(&Token::Assignment) {
-            return Err(t.unexpected("'='"));
-        }
-        let value = set_value(t)?;
-        out.push((scope, name.to_ascii_lowercase(), value));
-        if !t.eat(&Token::Comma) {
-            break;
-        }
-    }
-    t.finish()?;
-    Ok(Statement::Set(out))
-}
-
 fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
     t.advance();
     let full = t.eat_kw("full");
@@ -1109,11 +1100,22 @@ fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         } else {
             None
         };
-        return Ok(Statement::ShowTables {
+        return Ok(Statement::ShowMeta(ShowMeta::Tables {
             db,
             full,
             filter: show_filter(t, sql)?,
-        });
+        }));
+    }
+    if t.eat_kw("triggers") {
+        let db = if t.eat_kw("from") || t.eat_kw("in") {
+            Some(t.ident()?)
+        } else {
+            None
+        };
+        return Ok(Statement::ShowMeta(ShowMeta::Triggers {
+            db,
+            filter: show_filter(t, sql)?,
+        }));
     }
     if t.eat_kws(&["table", "status"]) {
         let db = if t.eat_kw("from") || t.eat_kw("in") {
@@ -1121,10 +1123,10 @@ fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         } else {
             None
         };
-        return Ok(Statement::ShowTableStatus {
+        return Ok(Statement::ShowMeta(ShowMeta::TableStatus {
             db,
             filter: show_filter(t, sql)?,
-        });
+        }));
     }
     if t.eat_kws(&["create", "table"]) {
         let (db, name) = t.object_name()?;
@@ -1140,15 +1142,16 @@ fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         if !(t.eat_kw("from") || t.eat_kw("in")) {
             return Err(t.unexpected("FROM"));
         }
-        let (mut db, name) = t.object_name()?;
+        let (mut db, table) = t.object_name()?;
         if t.eat_kw("from") || t.eat_kw("in") {
             db = Some(t.ident()?);
         }
-        return Ok(Statement::Describe {
+        return Ok(Statement::ShowMeta(ShowMeta::Columns {
             db,
-            name,
-            all: false,
-        });
+            table,
+            full,
+            filter: show_filter(t, sql)?,
+        }));
     }
     if t.eat_kw("column") {
         t.eat_kw("cached");
@@ -1190,10 +1193,7 @@ fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         });
     }
     if t.eat_kw("status") {
-        show_filter(t, sql)?;
-        return Ok(Statement::ShowEmpty {
-            columns: vec!["Variable_name", "Value"],
-        });
+        return Ok(Statement::ShowMeta(ShowMeta::Status(show_filter(t, sql)?)));
     }
     if t.eat_kws(&["query", "profile"]) {
         let path = if t.at_end() {
@@ -1252,31 +1252,29 @@ fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         return Ok(Statement::ShowTransaction { db, where_sql });
     }
     if t.eat_kw("charset") || t.eat_kws(&["character", "set"]) {
-        return Ok(Statement::ShowCharset);
+        return Ok(Statement::ShowMeta(ShowMeta::Charset(show_filter(t, sql)?)));
     }
     if t.eat_kw("collation") {
-        return Ok(Statement::ShowCollation);
+        return Ok(Statement::ShowMeta(ShowMeta::Collation(show_filter(
+            t, sql,
+        )?)));
     }
     if t.eat_kw("engines") {
         return Ok(Statement::ShowEngines);
     }
     if t.eat_kw("index") || t.eat_kw("indexes") || t.eat_kw("keys") {
-        return Ok(Statement::ShowEmpty {
-            columns: vec![
-                "Table",
-                "Non_unique",
-                "Key_name",
-                "Seq_in_index",
-                "Column_name",
-                "Collation",
-                "Cardinality",
-                "Sub_part",
-                "Packed",
-                "Null",
-                "Index_type",
-                "Comment",
-            ],
-        });
+        if !(t.eat_kw("from") || t.eat_kw("in")) {
+            return Err(t.unexpected("FROM"));
+        }
+        let (mut db, table) = t.object_name()?;
+        if t.eat_kw("from") || t.eat_kw("in") {
+            db = Some(t.ident()?);
+        }
+        return Ok(Statement::ShowMeta(ShowMeta::Index {
+            db,
+            table,
+            filter: show_filter(t, sql)?,
+        }));
     }
     Err(TethysError::NotSupported(format!(
         "this SHOW statement is not supported yet: {sql}"
@@ -1399,25 +1397,6 @@ PROPERTIES ("replication_num" = "1");"#;
         };
         assert_eq!(label.as_deref(), Some("my_l"));
         assert!(!sql.to_lowercase().contains("label"));
-    }
-
-    #[test]
-    fn set_forms() {
-        assert_eq!(
-            parse("SET @@session.batch_size = 1024, time_zone='+08:00'").unwrap(),
-            Statement::Set(vec![
-                (SetScope::Session, "batch_size".into(), "1024".into()),
-                (SetScope::Session, "time_zone".into(), "+08:00".into())
-            ])
-        );
-        assert_eq!(
-            parse("SET NAMES utf8mb4").unwrap(),
-            Statement::SetNames("utf8mb4".into())
-        );
-        assert!(matches!(
-            parse("set global query_timeout = 10").unwrap(),
-            Statement::Set(v) if v[0].0 == SetScope::Global
-        ));
     }
 
     #[test]
