@@ -546,9 +546,15 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
                 rows,
             )
         }
-        Statement::ShowVariables { global: _, filter } => {
-            let rows = session
-                .vars
+        Statement::ShowVariables { global, filter } => {
+            let globals;
+            let vars = if global {
+                globals = crate::session::Variables::with_values(fe.catalog.read().globals.clone());
+                &globals
+            } else {
+                &session.vars
+            };
+            let rows = vars
                 .all()
                 .into_iter()
                 .map(|(n, v, d, c)| vec![n, v, d, if c { "1".into() } else { "0".into() }])

@@ -183,6 +183,16 @@ pub struct Variables {
 }
 
 impl Variables {
+    /// Variables starting from the given values (the `SET GLOBAL` ones).
+    pub fn with_values(values: BTreeMap<String, String>) -> Variables {
+        Variables { overrides: values }
+    }
+
+    /// A variable's name as Tethys spells it, `None` if unknown.
+    pub fn canonical_name(name: &str) -> Option<&'static str> {
+        def(name).map(|d| d.name)
+    }
+
     /// Current value of a variable, `None` if unknown.
     pub fn get(&self, name: &str) -> Option<String> {
         let d = def(name)?;

@@ -16,10 +16,11 @@ use std::sync::Arc;
 use datafusion::scalar::ScalarValue;
 use tethys_common::{Result, TethysError};
 
+use crate::catalog::journal::EditOp;
 use crate::executor::collect_query;
 use crate::frontend::Frontend;
 use crate::metadata::charsets;
-use crate::session::Session;
+use crate::session::{Session, Variables};
 use crate::sql::set::{SetItem, SetScope, SetStatement, SetValue};
 
 /// Applies a SET statement to the session.
@@ -33,8 +34,30 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: SetStateme
         // which replaces it only when every one succeeded.
         SetStatement::Vars(items) => {
             let mut staged = session.clone();
+            let mut globals = Variables::with_values(fe.catalog.read().globals.clone());
+            let mut global_names = vec![];
             for item in items {
-                set_one(fe, &mut staged, item).await?;
+                if item.scope == SetScope::Global {
+                    global_names.push(item.name.clone());
+                }
+                set_one(fe, &mut staged, &mut globals, item).await?;
+            }
+            // SET GLOBAL is durable (the edit log) and applies to sessions
+            // that start later, not to this one, as in MySQL and Doris.
+            for name in global_names {
+                let Some(name) = Variables::canonical_name(&name) else {
+                    continue;
+                };
+                let value = globals.get(name).unwrap_or_default();
+                fe.catalog.mutate(|_, _| {
+                    Ok((
+                        EditOp::SetGlobalVariable {
+                            name: name.to_string(),
+                            value,
+                        },
+                        (),
+                    ))
+                })?;
             }
             session.vars = staged.vars;
             session.user_vars = staged.user_vars;
@@ -58,7 +81,12 @@ fn set_names(cs: &str, collate: Option<&str>) -> Result<()> {
     }
 }
 
-async fn set_one(fe: &Arc<Frontend>, session: &mut Session, item: SetItem) -> Result<()> {
+async fn set_one(
+    fe: &Arc<Frontend>,
+    session: &mut Session,
+    globals: &mut Variables,
+    item: SetItem,
+) -> Result<()> {
     match item.scope {
         SetScope::User => {
             let value = match item.value {
@@ -74,7 +102,6 @@ async fn set_one(fe: &Arc<Frontend>, session: &mut Session, item: SetItem) -> Re
             session.user_vars.insert(item.name, value);
             Ok(())
         }
-        // Global values are not kept apart yet: SET GLOBAL changes this session.
         SetScope::Session | SetScope::Global => {
             let text = match item.value {
                 // NULL is no value: only character_set_results takes it.
@@ -94,7 +121,11 @@ async fn set_one(fe: &Arc<Frontend>, session: &mut Session, item: SetItem) -> Re
                     }
                 },
             };
-            session.vars.set(&item.name, &text)
+            if item.scope == SetScope::Global {
+                globals.set(&item.name, &text)
+            } else {
+                session.vars.set(&item.name, &text)
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::executor::{Output, filtered_nullable, table_snapshot};
 use crate::frontend::Frontend;
 use crate::metadata::columns::{Col, V, table_def};
 use crate::metadata::information_schema::{self, InformationSchema, SessionView};
-use crate::session::Session;
+use crate::session::{Session, Variables};
 use crate::sql::statement::ShowMeta;
 
 /// The columns of `DESC t` / `SHOW COLUMNS`.
@@ -113,6 +113,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &Session, show: ShowMeta) -> R
         session: SessionView {
             user: session.user.clone(),
             vars: session.vars.clone(),
+            globals: Variables::with_values(fe.catalog.read().globals.clone()),
         },
     };
     match show {

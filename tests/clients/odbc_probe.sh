@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ODBC against a running Tethys: Debian's MariaDB Connector/ODBC
-# (odbc-mariadb) through unixODBC's isql, with a DSN of its own.
+# (odbc-mariadb) through unixODBC's isql, with a DSN of its own, and from
+# Python through pyodbc with bound parameters.
 # Usage: odbc_probe.sh PORT SQL_FILE. Exits non-zero on the first mismatch.
 set -euo pipefail
 port="$1"
@@ -54,4 +55,24 @@ for col in 'k|4|INT' 'bi|-5|BIGINT' 'amount|3|DECIMAL' 'dt|9|DATE' 'ts|11|DATETI
 done
 n="$(grep -c '|all_types|' <<< "$out")"
 [ "$n" = 16 ] || fail "SQLColumns: $n columns, want 16: $out"
+# The same driver from an application: pyodbc, with bound parameters
+# (SQLPrepare / SQLBindParameter / SQLExecute) and typed values.
+python3 - "$port" "$driver" <<'PY' || fail "pyodbc"
+import datetime, decimal, sys
+import pyodbc
+port, driver = sys.argv[1], sys.argv[2]
+c = pyodbc.connect(f"DRIVER={{{driver}}};SERVER=127.0.0.1;PORT={port};UID=root;PWD=;DATABASE=odbc_db", autocommit=True)
+cur = c.cursor()
+cur.execute("SELECT k, bi, amount, dt, ts, v FROM all_types WHERE k = ? AND v = ?", 1, "héllo 'q'")
+row = tuple(cur.fetchone())
+want = (1, 9000000000, decimal.Decimal("12345.678"), datetime.date(2026, 8, 1), datetime.datetime(2026, 8, 1, 10, 20, 30), "héllo 'q'")
+assert row == want, (row, want)
+cur.execute("INSERT INTO all_types (k, v) VALUES (?, ?)", 5, "five")
+assert cur.execute("SELECT v FROM all_types WHERE k = ?", 5).fetchval() == "five"
+tables = [t.table_name for t in cur.tables(table="all_types", catalog="odbc_db")]
+assert tables == ["all_types"], tables
+cols = [(col.column_name, col.type_name) for col in cur.columns(table="all_types", catalog="odbc_db")]
+assert len(cols) == 16 and cols[0] == ("k", "INT") and cols[9] == ("amount", "DECIMAL"), cols
+print("pyodbc ok")
+PY
 echo "odbc ok"

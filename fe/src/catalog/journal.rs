@@ -99,6 +99,11 @@ pub enum EditOp {
     RemoveTxns {
         ids: Vec<i64>,
     },
+    /// `SET GLOBAL name = value` (the value already validated).
+    SetGlobalVariable {
+        name: String,
+        value: String,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -122,6 +127,9 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
     match op {
         EditOp::CreateDatabase { db } => {
             state.databases.insert(db.name.clone(), db.clone());
+        }
+        EditOp::SetGlobalVariable { name, value } => {
+            state.globals.insert(name.clone(), value.clone());
         }
         EditOp::DropDatabase { name } => {
             state.databases.remove(name);

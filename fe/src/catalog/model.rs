@@ -370,6 +370,10 @@ pub struct CatalogState {
     pub databases: BTreeMap<String, Database>,
     pub backends: BTreeMap<i64, BackendInfo>,
     pub txns: BTreeMap<i64, TxnRecord>,
+    /// `SET GLOBAL` values (canonical variable name to value), kept across
+    /// restarts as Doris keeps them; new sessions start from them.
+    #[serde(default)]
+    pub globals: BTreeMap<String, String>,
 }
 
 impl CatalogState {

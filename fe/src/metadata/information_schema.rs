@@ -41,6 +41,8 @@ pub const CATALOG: &str = "internal";
 pub struct SessionView {
     pub user: String,
     pub vars: Variables,
+    /// The `SET GLOBAL` values (what new sessions start from).
+    pub globals: Variables,
 }
 
 /// `information_schema` for one statement.
@@ -155,6 +157,14 @@ fn local_micros(ms: i64) -> i64 {
         .single()
         .map(|t| t.naive_local().and_utc().timestamp_micros())
         .unwrap_or(ms.saturating_mul(1000))
+}
+
+/// `(name, value, default, changed)` rows of a set of variables.
+fn variable_rows(vars: &Variables) -> Vec<Vec<V>> {
+    vars.all()
+        .into_iter()
+        .map(|(n, v, d, c)| vec![s(n), s(v), s(d), s(if c { "1" } else { "0" })])
+        .collect()
 }
 
 fn s(v: impl Into<String>) -> V {
@@ -300,13 +310,8 @@ impl InformationSchema {
                     ]
                 })
                 .collect(),
-            "session_variables" | "global_variables" => self
-                .session
-                .vars
-                .all()
-                .into_iter()
-                .map(|(n, v, d, c)| vec![s(n), s(v), s(d), s(if c { "1" } else { "0" })])
-                .collect(),
+            "session_variables" => variable_rows(&self.session.vars),
+            "global_variables" => variable_rows(&self.session.globals),
             "processlist" => self.processlist(),
             "user_privileges" => vec![vec![
                 s(format!("'{}'@'%'", self.session.user)),

@@ -210,7 +210,14 @@ pub fn statement_context(
         ScalarValue::Utf8(Some(tethys_common::config::MYSQL_SERVER_VERSION.into())),
     ));
     ctx.register_udf(ConstFn::udf("last_insert_id", ScalarValue::Int64(Some(0))));
-    ctx.register_variable(VarType::System, Arc::new(SystemVars(vars.clone())));
+    let globals = Variables::with_values(fe.catalog.read().globals.clone());
+    ctx.register_variable(
+        VarType::System,
+        Arc::new(SystemVars {
+            session: vars.clone(),
+            globals: globals.clone(),
+        }),
+    );
     ctx.register_variable(
         VarType::UserDefined,
         Arc::new(UserVars(session.user_vars.clone())),
@@ -223,6 +230,7 @@ pub fn statement_context(
             session: SessionView {
                 user: session.user.clone(),
                 vars: session.vars.clone(),
+                globals,
             },
         }),
     );
@@ -241,9 +249,23 @@ pub fn tz_offset_name(tz: &str) -> String {
     }
 }
 
-/// `@@var` lookups.
+/// `@@var` lookups: `@@global.var` reads the `SET GLOBAL` values, the
+/// rest this session's.
 #[derive(Debug)]
-struct SystemVars(Variables);
+struct SystemVars {
+    session: Variables,
+    globals: Variables,
+}
+
+impl SystemVars {
+    fn scope(&self, names: &[String]) -> &Variables {
+        let global = names.iter().any(|n| {
+            let n = n.trim_start_matches("@@").to_ascii_lowercase();
+            n == "global" || n.starts_with("global.")
+        });
+        if global { &self.globals } else { &self.session }
+    }
+}
 
 fn var_name(names: &[String]) -> String {
     let last = names.last().cloned().unwrap_or_default();
@@ -257,7 +279,7 @@ fn var_name(names: &[String]) -> String {
 impl VarProvider for SystemVars {
     fn get_value(&self, var_names: Vec<String>) -> DfResult<ScalarValue> {
         let name = var_name(&var_names);
-        match self.0.get(&name) {
+        match self.scope(&var_names).get(&name) {
             Some(v) if Variables::is_int(&name) => Ok(ScalarValue::Int64(v.parse().ok())),
             Some(v) => Ok(ScalarValue::Utf8(Some(v))),
             None => Err(TethysError::UnknownVariable(name).into()),

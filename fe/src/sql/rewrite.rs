@@ -70,6 +70,68 @@ fn convert_to_cast(e: &mut Expr) {
     };
 }
 
+/// MySQL's `BINARY 'x'` makes a comparison byte-wise; Tethys' string
+/// comparisons always are, so the operator is dropped before parsing
+/// (sqlparser reads it as a cast of everything after it:
+/// `a = BINARY 'x' AND b` became `a = CAST(('x' AND b) AS BINARY)`).
+/// MariaDB Connector/ODBC's `SQLColumns` filters with `TABLE_SCHEMA = BINARY 'db'`.
+fn drop_binary_operator(sql: &str) -> std::borrow::Cow<'_, str> {
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    if !sql.to_ascii_lowercase().contains("binary") {
+        return sql.into();
+    }
+    let Ok(toks) = Tokenizer::new(&MySqlDialect {}, sql).tokenize_with_location() else {
+        return sql.into();
+    };
+    // Byte offset of each line's start, to turn (line, column) into bytes.
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(sql.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let offset = |line: u64, col: u64| -> Option<usize> {
+        let start = *line_starts.get(line.checked_sub(1)? as usize)?;
+        let skip = col.checked_sub(1)? as usize;
+        Some(
+            start
+                + sql[start..]
+                    .char_indices()
+                    .nth(skip)
+                    .map_or(sql.len() - start, |(b, _)| b),
+        )
+    };
+    let mut cuts = vec![];
+    let significant: Vec<_> = toks
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect();
+    for pair in significant.windows(2) {
+        if let Token::Word(w) = &pair[0].token
+            && w.quote_style.is_none()
+            && w.value.eq_ignore_ascii_case("binary")
+            && matches!(
+                pair[1].token,
+                Token::SingleQuotedString(_) | Token::DoubleQuotedString(_)
+            )
+            && let (Some(a), Some(b)) = (
+                offset(pair[0].span.start.line, pair[0].span.start.column),
+                offset(pair[1].span.start.line, pair[1].span.start.column),
+            )
+        {
+            cuts.push((a, b));
+        }
+    }
+    if cuts.is_empty() {
+        return sql.into();
+    }
+    let mut out = String::with_capacity(sql.len());
+    let mut at = 0;
+    for (a, b) in cuts {
+        out.push_str(&sql[at..a]);
+        at = b;
+    }
+    out.push_str(&sql[at..]);
+    out.into()
+}
+
 /// Marks a de-duplicated result column name; the MySQL layer shows only the
 /// part before it, so `SELECT a, a` returns two columns named `a`.
 pub const DUPLICATE_NAME_MARK: char = '\u{1}';
@@ -128,7 +190,8 @@ fn name_columns_like_mysql(stmt: &mut Statement) {
 
 /// Parses a query or INSERT for DataFusion, with Doris type names mapped.
 pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
-    let mut stmts = DFParser::parse_sql_with_dialect(sql, &MySqlDialect {})
+    let sql = drop_binary_operator(sql);
+    let mut stmts = DFParser::parse_sql_with_dialect(&sql, &MySqlDialect {})
         .map_err(|e| TethysError::Syntax(e.to_string()))?;
     if stmts.len() != 1 {
         return Err(TethysError::Syntax(format!(
@@ -182,6 +245,19 @@ mod tests {
         assert!(s.contains("AS TIMESTAMP"), "{s}");
         assert!(s.contains("DECIMAL(38,0)"), "{s}");
         assert!(s.contains("AS BIGINT"), "{s}");
+    }
+
+    #[test]
+    fn binary_strings_are_strings() {
+        let s = parse_for_datafusion(
+            "select 'binary' where s = BINARY 'd' and\n n like binary \"é%\" AND binary_col = 1",
+        )
+        .unwrap()
+        .to_string();
+        assert!(
+            s.ends_with("WHERE s = 'd' AND n LIKE \"é%\" AND binary_col = 1"),
+            "{s}"
+        );
     }
 
     #[test]
