@@ -43,22 +43,14 @@ impl Wire {
         self.s.write_all(&p).await.expect("write");
     }
 
-    /// Connects as root (empty password) with the given capabilities.
-    async fn connect(port: u16, caps: u32) -> Wire {
+    /// Sends a handshake response (root, empty password) with exactly
+    /// `caps`; returns the server's greeting and its answer.
+    async fn handshake(port: u16, caps: u32) -> (Wire, Vec<u8>, Vec<u8>) {
         let s = TcpStream::connect(("127.0.0.1", port)).await.expect("tcp");
         let mut w = Wire { s };
         let hello = w.read_packet().await;
-        assert_eq!(hello[0], 10, "protocol version");
-        let at = 1 + hello[1..].iter().position(|b| *b == 0).expect("version") + 1 + 4 + 8 + 1;
-        let low = u16::from_le_bytes([hello[at], hello[at + 1]]) as u32;
-        let high = u16::from_le_bytes([hello[at + 5], hello[at + 6]]) as u32;
-        let offered = low | (high << 16);
-        assert_ne!(offered & SESSION_TRACK, 0, "CLIENT_SESSION_TRACK offered");
-        assert_ne!(offered & DEPRECATE_EOF, 0, "CLIENT_DEPRECATE_EOF offered");
         let mut resp = Vec::new();
-        resp.extend_from_slice(
-            &(caps | PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH).to_le_bytes(),
-        );
+        resp.extend_from_slice(&caps.to_le_bytes());
         resp.extend_from_slice(&(1u32 << 24).to_le_bytes());
         resp.push(45);
         resp.extend_from_slice(&[0u8; 23]);
@@ -66,7 +58,21 @@ impl Wire {
         resp.push(0); // empty auth response
         resp.extend_from_slice(b"mysql_native_password\0");
         w.write_packet(1, &resp).await;
-        let ok = w.read_packet().await;
+        let answer = w.read_packet().await;
+        (w, hello, answer)
+    }
+
+    /// Connects with the given capabilities (and protocol 4.1).
+    async fn connect(port: u16, caps: u32) -> Wire {
+        let all = caps | PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH;
+        let (w, hello, ok) = Wire::handshake(port, all).await;
+        assert_eq!(hello[0], 10, "protocol version");
+        let at = 1 + hello[1..].iter().position(|b| *b == 0).expect("version") + 1 + 4 + 8 + 1;
+        let low = u16::from_le_bytes([hello[at], hello[at + 1]]) as u32;
+        let high = u16::from_le_bytes([hello[at + 5], hello[at + 6]]) as u32;
+        let offered = low | (high << 16);
+        assert_ne!(offered & SESSION_TRACK, 0, "CLIENT_SESSION_TRACK offered");
+        assert_ne!(offered & DEPRECATE_EOF, 0, "CLIENT_DEPRECATE_EOF offered");
         assert_eq!(ok[0], 0, "auth OK: {ok:?}");
         w
     }
@@ -129,6 +135,12 @@ async fn ok_eof_and_err_framing_for_each_capability_combination() {
     ] {
         assert_eq!(setup.query(sql).await[0], 0, "{sql}");
     }
+    // Clients must speak protocol 4.1, as MySQL 8 requires: an older
+    // handshake is refused with MySQL's "Bad handshake".
+    let (_, _, refused) =
+        Wire::handshake(server.query_port, TRANSACTIONS | SECURE_CONNECTION).await;
+    assert_eq!(refused[0], 0xff, "{refused:?}");
+    assert_eq!(u16::from_le_bytes([refused[1], refused[2]]), 1043);
     for (i, caps) in [
         TRANSACTIONS,
         TRANSACTIONS | SESSION_TRACK,
