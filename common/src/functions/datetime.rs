@@ -17,6 +17,7 @@ use datafusion::logical_expr::{
 };
 
 use super::timezone::{from_local, parse_tz, to_local};
+use super::week::{FIRST_WEEKDAY, MONDAY_FIRST, WEEK_YEAR};
 
 pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     let mut v: Vec<Arc<ScalarUDF>> = [
@@ -188,6 +189,21 @@ const WEEKDAYS: [&str; 7] = [
     "Sunday",
 ];
 
+fn week(dt: &NaiveDateTime, behaviour: u32) -> (i32, u32) {
+    super::week::calc_week(dt.date(), behaviour)
+}
+
+/// `st`, `nd`, `rd`, `th` of a day of the month (`%D`).
+fn ordinal_suffix(day: u32) -> &'static str {
+    match (day % 10, day % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    }
+}
+
 /// Formats a datetime with MySQL's `DATE_FORMAT` specifiers.
 pub fn mysql_format(dt: &NaiveDateTime, fmt: &str) -> String {
     use std::fmt::Write;
@@ -234,7 +250,13 @@ pub fn mysql_format(dt: &NaiveDateTime, fmt: &str) -> String {
             ),
             'j' => write!(out, "{:03}", dt.ordinal()),
             'w' => write!(out, "{}", dt.weekday().num_days_from_sunday()),
-            'u' | 'v' => write!(out, "{:02}", dt.iso_week().week()),
+            'U' => write!(out, "{:02}", week(dt, FIRST_WEEKDAY).1),
+            'u' => write!(out, "{:02}", week(dt, MONDAY_FIRST).1),
+            'V' => write!(out, "{:02}", week(dt, WEEK_YEAR | FIRST_WEEKDAY).1),
+            'v' => write!(out, "{:02}", week(dt, MONDAY_FIRST | WEEK_YEAR).1),
+            'X' => write!(out, "{:04}", week(dt, WEEK_YEAR | FIRST_WEEKDAY).0),
+            'x' => write!(out, "{:04}", week(dt, MONDAY_FIRST | WEEK_YEAR).0),
+            'D' => write!(out, "{}{}", dt.day(), ordinal_suffix(dt.day())),
             'T' => write!(
                 out,
                 "{:02}:{:02}:{:02}",
@@ -431,5 +453,18 @@ mod tests {
         assert_eq!(mysql_format(&dt, "%Y%m"), "202608");
         assert_eq!(mysql_format(&dt, "%b %e, %l%p %%"), "Aug 1, 1PM %");
         assert_eq!(mysql_format(&dt, "%W %a %j"), "Saturday Sat 213");
+        // 2026-08-01 is a Saturday: Sunday-first week 30, Monday-first 31.
+        assert_eq!(
+            mysql_format(&dt, "%U %u %V %v %X %x %D"),
+            "30 31 30 31 2026 2026 1st"
+        );
+        let jan1 = NaiveDate::from_ymd_opt(2027, 1, 1)
+            .unwrap()
+            .and_hms_opt(0, 0, 0)
+            .unwrap();
+        assert_eq!(
+            mysql_format(&jan1, "%U %u %V %v %X %x %D"),
+            "00 00 52 53 2026 2026 1st"
+        );
     }
 }

@@ -6,6 +6,7 @@
 //! any backend.
 
 pub mod bitmap;
+mod date_arith;
 mod datetime;
 pub mod hll;
 mod misc;
@@ -14,6 +15,7 @@ mod object_agg;
 mod string;
 mod time;
 pub mod timezone;
+pub mod week;
 
 use std::sync::Arc;
 
@@ -34,9 +36,11 @@ pub(super) fn arrays(
 /// All Tethys scalar functions.
 pub fn all_udfs() -> Vec<Arc<ScalarUDF>> {
     let mut v = datetime::udfs();
+    v.extend(date_arith::udfs());
     v.extend(misc::udfs());
     v.extend(string::udfs());
     v.extend(time::udfs());
+    v.extend(week::udfs());
     v.extend(bitmap::udfs());
     v.extend(hll::udfs());
     v

@@ -19,12 +19,118 @@ use datafusion::logical_expr::{
 };
 
 pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
+    // `length` counts bytes in MySQL and Doris (`char_length` counts characters).
+    let octets = datafusion::functions::string::octet_length();
     vec![
+        Arc::new(octets.as_ref().clone().with_aliases(["length"])),
+        Arc::new(ScalarUDF::from(Concat {
+            signature: Signature::variadic_any(Volatility::Immutable),
+        })),
+        Arc::new(ScalarUDF::from(SplitPart {
+            signature: Signature::exact(
+                vec![DataType::Utf8, DataType::Utf8, DataType::Int64],
+                Volatility::Immutable,
+            ),
+        })),
         substring_udf(),
         Arc::new(ScalarUDF::from(CharFn {
             signature: Signature::variadic(vec![DataType::Int64], Volatility::Immutable),
         })),
     ]
+}
+
+/// MySQL's `concat(a, ...)`: NULL when any argument is NULL (DataFusion's
+/// skips NULLs: `concat('a', NULL, 'c')` was `'ac'`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Concat {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Concat {
+    fn name(&self) -> &str {
+        "concat"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        // Datetimes as MySQL shows them (a space, not ISO's `T`).
+        let options = arrow::compute::kernels::cast::CastOptions {
+            safe: true,
+            format_options: arrow::util::display::FormatOptions::default()
+                .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.f")),
+        };
+        let texts = super::arrays(&args)?
+            .iter()
+            .map(|a| arrow::compute::kernels::cast::cast_with_options(a, &DataType::Utf8, &options))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let parts: Vec<_> = texts.iter().map(|a| a.as_string::<i32>()).collect();
+        let mut b = arrow::array::StringBuilder::with_capacity(n, n * 8 * parts.len().max(1));
+        let mut row = String::new();
+        for i in 0..n {
+            if parts.iter().any(|p| p.is_null(i)) {
+                b.append_null();
+                continue;
+            }
+            row.clear();
+            for p in &parts {
+                row.push_str(p.value(i));
+            }
+            b.append_value(&row);
+        }
+        Ok(ColumnarValue::Array(Arc::new(b.finish())))
+    }
+}
+
+/// Doris' `split_part(s, delimiter, field)`: the field-th piece, counted
+/// from the end when negative; NULL when there is no such piece (or the
+/// delimiter is empty), where DataFusion's returned `''`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SplitPart {
+    signature: Signature,
+}
+
+/// [`SplitPart`] on one row.
+pub fn split_part<'a>(s: &'a str, delim: &str, field: i64) -> Option<&'a str> {
+    if delim.is_empty() || field == 0 {
+        return None;
+    }
+    if field > 0 {
+        s.split(delim).nth(field as usize - 1)
+    } else {
+        s.rsplit(delim).nth((-field) as usize - 1)
+    }
+}
+
+impl ScalarUDFImpl for SplitPart {
+    fn name(&self) -> &str {
+        "split_part"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let arrays = super::arrays(&args)?;
+        let (s, d) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
+        let f = arrays[2].as_primitive::<Int64Type>();
+        let out: StringArray = (0..n)
+            .map(|i| {
+                if s.is_null(i) || d.is_null(i) || f.is_null(i) {
+                    return None;
+                }
+                split_part(s.value(i), d.value(i), f.value(i))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
 }
 
 /// MySQL's `char(n, ...)`: the string of the bytes of each integer
@@ -152,6 +258,17 @@ impl ScalarUDFImpl for Substring {
 #[cfg(test)]
 mod tests {
     use super::substring;
+
+    #[test]
+    fn doris_split_part() {
+        use super::split_part;
+        assert_eq!(split_part("hello world", " ", 2), Some("world"));
+        assert_eq!(split_part("hello world", " ", -1), Some("world"));
+        assert_eq!(split_part("hello world", " ", -3), None);
+        assert_eq!(split_part("abc##123###xyz", "##", 5), None);
+        assert_eq!(split_part("abc##123###xyz", "##", 3), Some("#xyz"));
+        assert_eq!(split_part("a", "", 1), None);
+    }
 
     #[test]
     fn char_of_codes() {

@@ -142,9 +142,14 @@ fn fmt_datetime(dt: &NaiveDateTime, precision: u8) -> String {
     }
 }
 
+/// A DOUBLE as MySQL prints it: the shortest digits that read back the
+/// same, in exponent form below 1e-6 and from 1e15 on (`1e300`, `1.5e-7`;
+/// `0.000001` stays as it is).
 fn fmt_float(v: f64) -> String {
     if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
+    } else if v.is_finite() && v != 0.0 && (v.abs() >= 1e15 || v.abs() < 1e-6) {
+        format!("{v:e}")
     } else if v.is_nan() {
         "NaN".into()
     } else if v.is_infinite() {
@@ -422,6 +427,17 @@ mod tests {
         assert!(String::from_utf8_lossy(&out).contains("10:00:00.500000"));
         enc.binary_row(1, &mut out);
         assert_eq!(out[1] & 0b100, 0b100, "null bit of column 0 at offset 2");
+    }
+
+    #[test]
+    fn doubles_print_as_mysql_prints_them() {
+        assert_eq!(fmt_float(1e300), "1e300");
+        assert_eq!(fmt_float(1.5e-7), "1.5e-7");
+        assert_eq!(fmt_float(0.000001), "0.000001");
+        assert_eq!(fmt_float(1e15), "1e15");
+        assert_eq!(fmt_float(123456789012345.0), "123456789012345");
+        assert_eq!(fmt_float(2.5), "2.5");
+        assert_eq!(fmt_float(-1.2345678901234568e20), "-1.2345678901234568e20");
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! Doris-isms rewritten before DataFusion plans a query: Doris / MySQL type
-//! names in `CAST` (`DATETIME`, `LARGEINT`, `SIGNED`, `DATEV2`, ...).
+//! names in `CAST` (`DATETIME`, `LARGEINT`, `SIGNED`, `DATEV2`, ...), and
+//! `x + INTERVAL n unit` / `x - INTERVAL n unit` as Doris' `date_add` /
+//! `date_sub` (a DATE plus hours is a DATETIME there; DataFusion would drop
+//! the hours).
 
 use std::ops::ControlFlow;
 
@@ -7,8 +10,9 @@ use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use std::collections::HashSet;
 
 use datafusion::sql::sqlparser::ast::{
-    DataType, ExactNumberInfo, Expr, Ident, SelectItem, SetExpr, Statement, TimezoneInfo,
-    visit_expressions_mut,
+    BinaryOperator, DataType, ExactNumberInfo, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArgumentList, FunctionArguments, Ident, ObjectName, SelectItem, SetExpr, Statement,
+    TimezoneInfo, visit_expressions_mut,
 };
 use datafusion::sql::sqlparser::dialect::MySqlDialect;
 use tethys_common::{Result, TethysError};
@@ -37,6 +41,69 @@ fn fix_type(t: &mut DataType) {
     };
     if let Some(r) = replacement {
         *t = r;
+    }
+}
+
+/// `x + INTERVAL ...`, `INTERVAL ... + x` and `x - INTERVAL ...` as calls of
+/// `date_add` / `date_sub`, which follow Doris' result types and month-end
+/// rule; other expressions are left alone.
+fn interval_arithmetic_as_date_add(e: &mut Expr) {
+    let Expr::BinaryOp { left, op, right } = e else {
+        return;
+    };
+    let is_interval = |x: &Expr| matches!(x, Expr::Interval(_));
+    let (name, value, by) = match op {
+        BinaryOperator::Plus if is_interval(right) && !is_interval(left) => {
+            ("date_add", left, right)
+        }
+        BinaryOperator::Plus if is_interval(left) && !is_interval(right) => {
+            ("date_add", right, left)
+        }
+        BinaryOperator::Minus if is_interval(right) && !is_interval(left) => {
+            ("date_sub", left, right)
+        }
+        _ => return,
+    };
+    let arg = |x: &mut Box<Expr>| {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(std::mem::replace(
+            x.as_mut(),
+            Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
+        )))
+    };
+    let args = vec![arg(value), arg(by)];
+    *e = Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args,
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    });
+}
+
+/// A numeric literal with an exponent (`1e300`, `1.5e-7`) is a DOUBLE in
+/// MySQL and Doris; without one it is an exact DECIMAL
+/// (`parse_float_as_decimal`). `SELECT 1e300` failed as a decimal of scale
+/// -300.
+fn exponent_literal_to_double(e: &mut Expr) {
+    use datafusion::sql::sqlparser::ast::{CastKind, Value};
+    if let Expr::Value(v) = e
+        && let Value::Number(n, _) = &v.value
+        && n.contains(['e', 'E'])
+    {
+        *e = Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(Expr::value(Value::SingleQuotedString(n.clone()))),
+            data_type: DataType::Double(ExactNumberInfo::None),
+            array: false,
+            format: None,
+        };
     }
 }
 
@@ -206,9 +273,11 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
         name_columns_like_mysql(s.as_mut());
         let _ = visit_expressions_mut(s.as_mut(), |e| {
             convert_to_cast(e);
+            exponent_literal_to_double(e);
             if let Expr::Cast { data_type, .. } = e {
                 fix_type(data_type);
             }
+            interval_arithmetic_as_date_add(e);
             ControlFlow::<()>::Continue(())
         });
     }
@@ -245,6 +314,23 @@ mod tests {
         assert!(s.contains("AS TIMESTAMP"), "{s}");
         assert!(s.contains("DECIMAL(38,0)"), "{s}");
         assert!(s.contains("AS BIGINT"), "{s}");
+    }
+
+    #[test]
+    fn interval_arithmetic_calls_date_add() {
+        let s = parse_for_datafusion(
+            "select d + interval 3 hour, interval 1 day + d, d - interval '90' day, \
+             interval 1 day + interval 2 day, d - e from t",
+        )
+        .unwrap()
+        .to_string();
+        assert!(s.contains("date_add(d, INTERVAL 3 HOUR)"), "{s}");
+        assert!(s.contains("date_add(d, INTERVAL 1 DAY)"), "{s}");
+        assert!(s.contains("date_sub(d, INTERVAL '90' DAY)"), "{s}");
+        assert!(s.contains("INTERVAL 1 DAY + INTERVAL 2 DAY"), "{s}");
+        assert!(s.contains("d - e"), "{s}");
+        // The result column keeps the text the user wrote.
+        assert!(s.contains("AS `d + INTERVAL 3 HOUR`"), "{s}");
     }
 
     #[test]
