@@ -937,3 +937,54 @@ async fn bitmap_and_hll_columns_load_through_the_columns_header() {
         "{log}"
     );
 }
+
+/// `DATETIME(p)` values are stored with `p` fractional digits, rounded half
+/// up, by Stream Load as by INSERT; the rounding happens before routing, so
+/// 23:59:59.6 on a partition's last day lands in the next partition.
+#[tokio::test]
+async fn datetime_precision_is_kept_by_stream_load() {
+    let f = Fixture::new().await;
+    let mut c = Conn::new(f.server.opts()).await.expect("connect");
+    c.query_drop(
+        "CREATE TABLE ld.ts (id INT NOT NULL, at DATETIME NOT NULL, at3 DATETIME(3)) DUPLICATE KEY(id, at) \
+         PARTITION BY RANGE(at) (PARTITION p1 VALUES LESS THAN ('2026-02-01 00:00:00'), \
+         PARTITION p2 VALUES LESS THAN ('2026-03-01 00:00:00')) DISTRIBUTED BY HASH(id) BUCKETS 1",
+    )
+    .await
+    .expect("table");
+    let file = f.file(
+        "ts.csv",
+        "1,2026-01-02 10:00:00.4,2026-01-02 10:00:00.1234\n2,2026-01-31 23:59:59.6,2026-01-31 23:59:59.9996\n",
+    );
+    let body = f
+        .server
+        .stream_load("ld", "ts", &file, &["column_separator:,"]);
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    let rows: Vec<(i32, String, String)> = c
+        .query(
+            "SELECT id, date_format(at, '%Y-%m-%d %H:%i:%s.%f'), date_format(at3, '%Y-%m-%d %H:%i:%s.%f') \
+             FROM ld.ts ORDER BY id",
+        )
+        .await
+        .expect("select");
+    assert_eq!(
+        rows,
+        vec![
+            (
+                1,
+                "2026-01-02 10:00:00.000000".into(),
+                "2026-01-02 10:00:00.123000".into()
+            ),
+            (
+                2,
+                "2026-02-01 00:00:00.000000".into(),
+                "2026-02-01 00:00:00.000000".into()
+            ),
+        ]
+    );
+    let in_p2: Option<i64> = c
+        .query_first("SELECT count(*) FROM ld.ts PARTITION (p2)")
+        .await
+        .expect("partition count");
+    assert_eq!(in_p2, Some(1));
+}

@@ -200,6 +200,47 @@ impl TableSchema {
         }
     }
 
+    /// A batch of this table's columns with each `DATETIME(p)` value
+    /// rounded to `p` fractional digits (half up, as MySQL and Doris store
+    /// them: `DATETIME` keeps none). Loads round before routing, so a row
+    /// lands in the partition of the value it is stored as.
+    pub fn round_datetimes(
+        &self,
+        batch: arrow::record_batch::RecordBatch,
+    ) -> Result<arrow::record_batch::RecordBatch> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::TimestampMicrosecondType;
+        let mut columns = batch.columns().to_vec();
+        let mut changed = false;
+        for (i, c) in self.columns.iter().enumerate() {
+            let ColumnType::DateTime { precision } = c.column_type else {
+                continue;
+            };
+            let Some(arr) = columns
+                .get(i)
+                .and_then(|a| a.as_primitive_opt::<TimestampMicrosecondType>())
+            else {
+                continue;
+            };
+            let unit = 10i64.pow(6u32.saturating_sub(precision as u32));
+            if unit == 1 || arr.values().iter().all(|v| v % unit == 0) {
+                continue;
+            }
+            let rounded: arrow::array::PrimitiveArray<TimestampMicrosecondType> =
+                arr.unary(|v| v.saturating_add(unit / 2).div_euclid(unit) * unit);
+            let rounded = rounded.with_timezone_opt(arr.timezone().map(|t| t.to_string()));
+            columns[i] = std::sync::Arc::new(rounded) as arrow::array::ArrayRef;
+            changed = true;
+        }
+        if !changed {
+            return Ok(batch);
+        }
+        Ok(arrow::record_batch::RecordBatch::try_new(
+            batch.schema(),
+            columns,
+        )?)
+    }
+
     /// Arrow schema of the full table.
     pub fn arrow_schema(&self) -> SchemaRef {
         Arc::new(Schema::new(

@@ -387,6 +387,7 @@ impl Converter {
             columns,
             &arrow::array::RecordBatchOptions::new().with_row_count(Some(kept)),
         )?;
+        let batch = self.schema.round_datetimes(batch)?;
         Ok(Converted {
             batch,
             errors,

@@ -6,6 +6,7 @@
 //! any backend.
 
 pub mod bitmap;
+mod calendar;
 mod date_arith;
 mod datetime;
 pub mod hll;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
+pub use calendar::ROUND_DATETIME;
 pub use misc::ConstFn;
 pub use string::substring_udf;
 
@@ -37,6 +39,7 @@ pub(super) fn arrays(
 pub fn all_udfs() -> Vec<Arc<ScalarUDF>> {
     let mut v = datetime::udfs();
     v.extend(date_arith::udfs());
+    v.extend(calendar::udfs());
     v.extend(misc::udfs());
     v.extend(string::udfs());
     v.extend(time::udfs());

@@ -372,12 +372,35 @@ impl SchemaProvider for TethysSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        // `t PARTITION (p1, p2)`: a snapshot holding only those partitions.
+        let (name, only) = match crate::sql::partitions::split(name) {
+            Some((t, parts)) => (t, Some(parts)),
+            None => (name, None),
+        };
         let table = {
             let state = self.fe.catalog.read();
             state
                 .database(&self.db)
                 .and_then(|d| d.table(name))
                 .cloned()
+        };
+        let table = match (table, only) {
+            (Some(mut t), Some(parts)) => {
+                if let Some(p) = parts
+                    .iter()
+                    .find(|p| !t.partitions.iter().any(|q| q.name.eq_ignore_ascii_case(p)))
+                {
+                    return Err(TethysError::Analysis(format!(
+                        "Unknown partition '{p}' in table '{}'",
+                        t.name
+                    ))
+                    .into());
+                }
+                t.partitions
+                    .retain(|q| parts.iter().any(|p| q.name.eq_ignore_ascii_case(p)));
+                Some(t)
+            }
+            (t, _) => t,
         };
         Ok(match table {
             Some(t) => {

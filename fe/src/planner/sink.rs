@@ -100,6 +100,7 @@ impl OlapSink {
     fn checked(&self, batch: RecordBatch) -> Result<RecordBatch> {
         let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
             .map_err(|e| TethysError::Analysis(format!("rows do not fit the table: {e}")))?;
+        let batch = self.table.schema.round_datetimes(batch)?;
         self.validate(&batch)?;
         Ok(batch)
     }

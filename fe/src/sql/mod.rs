@@ -1,7 +1,9 @@
 //! SQL front door: splitting, classifying and parsing statements in the Doris
 //! dialect. Queries are handed to DataFusion; everything else is parsed here.
 
+pub mod aggregates;
 pub mod assign;
+pub mod partitions;
 pub mod rewrite;
 pub mod set;
 pub mod statement;

@@ -64,27 +64,72 @@ fn interval_arithmetic_as_date_add(e: &mut Expr) {
         }
         _ => return,
     };
-    let arg = |x: &mut Box<Expr>| {
-        FunctionArg::Unnamed(FunctionArgExpr::Expr(std::mem::replace(
+    let take = |x: &mut Box<Expr>| {
+        std::mem::replace(
             x.as_mut(),
             Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
-        )))
+        )
     };
-    let args = vec![arg(value), arg(by)];
-    *e = Expr::Function(Function {
+    let args = vec![take(value), take(by)];
+    *e = call(name, args);
+}
+
+/// A call of function `name` with plain arguments.
+pub(super) fn call(name: &str, args: Vec<Expr>) -> Expr {
+    Expr::Function(Function {
         name: ObjectName::from(vec![Ident::new(name)]),
         uses_odbc_syntax: false,
         parameters: FunctionArguments::None,
         args: FunctionArguments::List(FunctionArgumentList {
             duplicate_treatment: None,
-            args,
+            args: args
+                .into_iter()
+                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+                .collect(),
             clauses: vec![],
         }),
         filter: None,
         null_treatment: None,
         over: None,
         within_group: vec![],
-    });
+    })
+}
+
+/// `CAST(x AS DATETIME[(p)])` keeps `p` fractional digits (0 by default),
+/// rounded half up as MySQL and Doris do; DataFusion's cast to TIMESTAMP
+/// kept them all (`CAST('2026-08-01 11:11:11.6' AS DATETIME)` showed `.600000`).
+fn round_datetime_cast(e: &mut Expr) {
+    let Expr::Cast {
+        data_type: DataType::Datetime(p),
+        ..
+    } = e
+    else {
+        return;
+    };
+    let precision = p.unwrap_or(0).min(6);
+    let inner = std::mem::replace(e, Expr::value(datafusion::sql::sqlparser::ast::Value::Null));
+    let Expr::Cast {
+        kind,
+        expr,
+        array,
+        format,
+        ..
+    } = inner
+    else {
+        return;
+    };
+    let cast = Expr::Cast {
+        kind,
+        expr,
+        data_type: DataType::Timestamp(None, TimezoneInfo::None),
+        array,
+        format,
+    };
+    let p = Expr::value(datafusion::sql::sqlparser::ast::Value::Number(
+        precision.to_string(),
+        false,
+    ));
+    *e = call(tethys_common::functions::ROUND_DATETIME, vec![cast, p]);
 }
 
 /// A numeric literal with an exponent (`1e300`, `1.5e-7`) is a DOUBLE in
@@ -271,13 +316,16 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
         .ok_or_else(|| TethysError::Syntax("empty statement".into()))?;
     if let DFStatement::Statement(s) = &mut stmt {
         name_columns_like_mysql(s.as_mut());
+        super::partitions::rewrite(s.as_mut());
         let _ = visit_expressions_mut(s.as_mut(), |e| {
             convert_to_cast(e);
             exponent_literal_to_double(e);
+            round_datetime_cast(e);
             if let Expr::Cast { data_type, .. } = e {
                 fix_type(data_type);
             }
             interval_arithmetic_as_date_add(e);
+            super::aggregates::rewrite(e);
             ControlFlow::<()>::Continue(())
         });
     }
