@@ -1,8 +1,8 @@
 //! SQL front door: splitting, classifying and parsing statements in the Doris
 //! dialect. Queries are handed to DataFusion; everything else is parsed here.
 
-pub mod aggregates;
 pub mod assign;
+pub mod calls;
 pub mod partitions;
 pub mod rewrite;
 pub mod set;

@@ -325,7 +325,7 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
                 fix_type(data_type);
             }
             interval_arithmetic_as_date_add(e);
-            super::aggregates::rewrite(e);
+            super::calls::rewrite(e);
             ControlFlow::<()>::Continue(())
         });
     }

@@ -1,5 +1,5 @@
-//! Doris' aggregate spellings (and `timestampdiff`'s unit word), rewritten
-//! onto DataFusion's functions before planning:
+//! Doris' spellings of aggregates and functions, rewritten onto
+//! DataFusion's (and Tethys') before planning:
 //!
 //! ```sql
 //! SELECT group_concat(DISTINCT city ORDER BY city SEPARATOR '; '), ndv(user_id),
@@ -14,6 +14,11 @@
 //!   them, as MySQL and Doris do.
 //! - `max_by(x, y)` / `min_by(x, y)` are `x` of the row with the largest /
 //!   smallest `y` (NULL `y`s sort last).
+//! - `timestampdiff(UNIT, a, b)` gets its unit word as a string;
+//!   `timestampadd(UNIT, n, d)` is `<unit>s_add(d, n)` (a quarter is 3 months).
+//! - `date_trunc(d, 'unit')` in Doris' argument order is DataFusion's
+//!   `date_trunc('unit', d)`.
+//! - `elt(n, s1, s2, ...)` is the n-th string (NULL out of range).
 
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, DataType, DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr,
@@ -116,7 +121,7 @@ pub fn rewrite(e: &mut Expr) {
             list.args = vec![unnamed(tuple)];
         }
         // `timestampdiff(MONTH, a, b)`: the unit is a word, not a column.
-        "timestampdiff" | "timestampadd" if args.len() == 3 => {
+        "timestampdiff" if args.len() == 3 => {
             if let Expr::Identifier(unit) = &args[0]
                 && unit.quote_style.is_none()
             {
@@ -124,6 +129,74 @@ pub fn rewrite(e: &mut Expr) {
                     unit.value.to_ascii_uppercase(),
                 )));
             }
+        }
+        "timestampadd" if args.len() == 3 => {
+            let Expr::Identifier(unit) = &args[0] else {
+                return;
+            };
+            let (func, times) = match unit.value.to_ascii_uppercase().as_str() {
+                "YEAR" => ("years_add", 1),
+                "QUARTER" => ("months_add", 3),
+                "MONTH" => ("months_add", 1),
+                "WEEK" => ("weeks_add", 1),
+                "DAY" => ("days_add", 1),
+                "HOUR" => ("hours_add", 1),
+                "MINUTE" => ("minutes_add", 1),
+                "SECOND" => ("seconds_add", 1),
+                _ => return,
+            };
+            let n = if times == 1 {
+                args[1].clone()
+            } else {
+                Expr::BinaryOp {
+                    left: Box::new(args[1].clone()),
+                    op: BinaryOperator::Multiply,
+                    right: Box::new(Expr::value(Value::Number(times.to_string(), false))),
+                }
+            };
+            *e = call(func, vec![args[2].clone(), n]);
+        }
+        // Doris' `date_trunc(d, 'unit')`: DataFusion takes the unit first.
+        "date_trunc" if args.len() == 2 => {
+            let is_unit = |x: &Expr| match x {
+                Expr::Value(v) => match &v.value {
+                    Value::SingleQuotedString(u) | Value::DoubleQuotedString(u) => matches!(
+                        u.to_ascii_lowercase().as_str(),
+                        "year"
+                            | "quarter"
+                            | "month"
+                            | "week"
+                            | "day"
+                            | "hour"
+                            | "minute"
+                            | "second"
+                    ),
+                    _ => false,
+                },
+                _ => false,
+            };
+            if is_unit(&args[1]) && !is_unit(&args[0]) {
+                *e = call("date_trunc", vec![args[1].clone(), args[0].clone()]);
+            }
+        }
+        "elt" if args.len() >= 2 => {
+            let conditions = args[1..]
+                .iter()
+                .enumerate()
+                .map(|(i, s)| datafusion::sql::sqlparser::ast::CaseWhen {
+                    condition: Expr::value(Value::Number((i + 1).to_string(), false)),
+                    result: s.clone(),
+                })
+                .collect();
+            *e = Expr::Case {
+                case_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                end_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                operand: Some(Box::new(args[0].clone())),
+                conditions,
+                else_result: None,
+            };
         }
         "max_by" | "min_by" if args.len() == 2 && list.clauses.is_empty() => {
             let asc = name == "min_by";
@@ -146,6 +219,26 @@ pub fn rewrite(e: &mut Expr) {
 #[cfg(test)]
 mod tests {
     use crate::sql::rewrite::parse_for_datafusion;
+
+    #[test]
+    fn doris_functions_become_datafusion_ones() {
+        let s = parse_for_datafusion(
+            "select timestampadd(QUARTER, 2, d), timestampadd(day, n, d), date_trunc(d, 'month'), \
+             date_trunc('month', d), elt(2, 'a', 'b') from t",
+        )
+        .expect("parses")
+        .to_string();
+        assert!(s.contains("months_add(d, 2 * 3)"), "{s}");
+        assert!(s.contains("days_add(d, n)"), "{s}");
+        assert!(
+            s.contains("date_trunc('month', d) AS `date_trunc(d, 'month')`"),
+            "{s}"
+        );
+        assert!(
+            s.contains("CASE 2 WHEN 1 THEN 'a' WHEN 2 THEN 'b' END"),
+            "{s}"
+        );
+    }
 
     #[test]
     fn doris_aggregates_become_datafusion_ones() {
