@@ -15,17 +15,19 @@ fn clients_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
 }
 
-/// Runs `program args... PORT SQL_FILE` against a fresh server and fails
-/// with its output unless it succeeds.
-async fn probe(what: &str, program: &str, args: &[&str], env: &[(&str, String)]) {
+/// Runs `program` with the arguments `args` makes of a fresh server's
+/// port, and fails with its output unless it succeeds.
+async fn run_probe(
+    what: &str,
+    program: &str,
+    args: impl FnOnce(String) -> Vec<String>,
+    env: &[(&str, String)],
+) {
     let server = TethysServer::start(&PathBuf::from(env!("CARGO_BIN_EXE_tethys")))
         .await
         .expect("start");
-    let port = server.query_port.to_string();
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .arg(&port)
-        .arg(clients_dir().join("all_types.sql"));
+    cmd.args(args(server.query_port.to_string()));
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -42,28 +44,33 @@ async fn probe(what: &str, program: &str, args: &[&str], env: &[(&str, String)])
     );
 }
 
+/// `program args... PORT SQL_FILE`.
+async fn probe(what: &str, program: &str, args: &[&str], env: &[(&str, String)]) {
+    let sql = clients_dir()
+        .join("all_types.sql")
+        .to_string_lossy()
+        .to_string();
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    run_probe(
+        what,
+        program,
+        |port| {
+            all.extend([port, sql]);
+            all
+        },
+        env,
+    )
+    .await;
+}
+
+/// `python3 python_probe.py PORT CLIENT`.
 async fn python(client: &str) {
-    let script = clients_dir().join("python_probe.py");
-    let script = script.to_string_lossy().to_string();
-    let server = TethysServer::start(&PathBuf::from(env!("CARGO_BIN_EXE_tethys")))
-        .await
-        .expect("start");
-    let port = server.query_port.to_string();
+    let script = clients_dir()
+        .join("python_probe.py")
+        .to_string_lossy()
+        .to_string();
     let client = client.to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .args([&script, &port, &client])
-            .output()
-    })
-    .await
-    .expect("join")
-    .expect("python3 must be installed (see .ci/run)");
-    assert!(
-        out.status.success(),
-        "python probe failed:\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_probe("python", "python3", |port| vec![script, port, client], &[]).await;
 }
 
 #[tokio::test]

@@ -549,7 +549,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         Statement::ShowVariables { global, filter } => {
             let globals;
             let vars = if global {
-                globals = crate::session::Variables::with_values(fe.catalog.read().globals.clone());
+                globals = fe.global_variables();
                 &globals
             } else {
                 &session.vars
@@ -574,22 +574,17 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
             ))),
         },
         Statement::ShowProcessList => {
-            let rows = fe
-                .conns()
-                .iter()
-                .map(|c| {
-                    let (info, since) = c.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    vec![
-                        c.id.to_string(),
-                        c.user.clone(),
-                        c.host.clone(),
-                        c.db.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default(),
-                        if info.is_empty() { "Sleep".into() } else { "Query".into() },
-                        since.elapsed().as_secs().to_string(),
-                        "OK".into(),
-                        info,
-                    ]
-                })
+            // information_schema.processlist's rows; no value is shown as ''.
+            let is = crate::metadata::information_schema::InformationSchema {
+                fe: fe.clone(),
+                session: crate::metadata::information_schema::SessionView::of(fe, session),
+            };
+            let source = ["ID", "USER", "HOST", "DB", "COMMAND", "TIME", "STATE", "INFO"];
+            let rows = is
+                .select("processlist", &source, |_| true)
+                .await
+                .into_iter()
+                .map(|r| r.into_iter().map(Option::unwrap_or_default).collect())
                 .collect();
             string_rows(&["Id", "User", "Host", "db", "Command", "Time", "State", "Info"], rows)
         }

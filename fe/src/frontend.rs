@@ -81,6 +81,11 @@ impl Frontend {
         })
     }
 
+    /// The `SET GLOBAL` values: what a new session starts from.
+    pub fn global_variables(&self) -> crate::session::Variables {
+        crate::session::Variables::with_values(self.catalog.read().globals.clone())
+    }
+
     /// A new query id.
     pub fn next_query_id(&self) -> String {
         format!(

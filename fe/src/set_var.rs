@@ -34,7 +34,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: SetStateme
         // which replaces it only when every one succeeded.
         SetStatement::Vars(items) => {
             let mut staged = session.clone();
-            let mut globals = Variables::with_values(fe.catalog.read().globals.clone());
+            let mut globals = fe.global_variables();
             let mut global_names = vec![];
             for item in items {
                 if item.scope == SetScope::Global {

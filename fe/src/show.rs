@@ -3,8 +3,8 @@
 //! Doris') columns. DBeaver's MySQL navigator opens a database with
 //!
 //! ```sql
-//! SHOW FULL TABLES FROM `demo`; SHOW TABLE STATUS FROM `demo` LIKE 'orders';
-//! SHOW FULL COLUMNS FROM `orders` FROM `demo`; SHOW INDEX FROM `orders` FROM `demo`
+//! SHOW ENGINES; SHOW CHARSET; SHOW COLLATION; SHOW FULL TABLES FROM `demo`;
+//! SHOW FULL TRIGGERS FROM `demo`; SHOW TABLE STATUS FROM `demo` LIKE 'orders'
 //! ```
 
 use std::sync::Arc;
@@ -16,9 +16,9 @@ use crate::catalog::Table;
 use crate::ddl;
 use crate::executor::{Output, filtered_nullable, table_snapshot};
 use crate::frontend::Frontend;
-use crate::metadata::columns::{Col, V, table_def};
+use crate::metadata::columns::{Col, table_def};
 use crate::metadata::information_schema::{self, InformationSchema, SessionView};
-use crate::session::{Session, Variables};
+use crate::session::Session;
 use crate::sql::statement::ShowMeta;
 
 /// The columns of `DESC t` / `SHOW COLUMNS`.
@@ -110,11 +110,7 @@ const INDEX_SOURCE: [&str; 12] = [
 pub async fn execute(fe: &Arc<Frontend>, session: &Session, show: ShowMeta) -> Result<Output> {
     let is = InformationSchema {
         fe: fe.clone(),
-        session: SessionView {
-            user: session.user.clone(),
-            vars: session.vars.clone(),
-            globals: Variables::with_values(fe.catalog.read().globals.clone()),
-        },
+        session: SessionView::of(fe, session),
     };
     match show {
         ShowMeta::Tables { db, full, filter } => {
@@ -354,55 +350,4 @@ fn system_columns(table: &str, full: bool) -> Result<Vec<Vec<Option<String>>>> {
             row
         })
         .collect())
-}
-
-/// A row of an `information_schema` table with its column names.
-pub struct Row<'a> {
-    names: &'a [(&'static str, Col)],
-    cells: &'a [V],
-}
-
-impl Row<'_> {
-    fn get(&self, name: &str) -> Option<&V> {
-        let i = self.names.iter().position(|(n, _)| *n == name)?;
-        self.cells.get(i)
-    }
-
-    /// Whether the string column `name` equals `value`.
-    pub fn is(&self, name: &str, value: &str) -> bool {
-        matches!(self.get(name), Some(V::S(s)) if s == value)
-    }
-}
-
-impl InformationSchema {
-    /// The `columns` of table `table`'s rows that pass `keep`, as text.
-    pub async fn select(
-        &self,
-        table: &str,
-        columns: &[&str],
-        keep: impl Fn(&Row) -> bool,
-    ) -> Vec<Vec<Option<String>>> {
-        let Some(def) = table_def(table) else {
-            return vec![];
-        };
-        self.rows(def.name)
-            .await
-            .iter()
-            .map(|cells| Row {
-                names: def.columns,
-                cells,
-            })
-            .filter(|r| keep(r))
-            .map(|r| columns.iter().map(|c| r.get(c).and_then(text)).collect())
-            .collect()
-    }
-}
-
-fn text(v: &V) -> Option<String> {
-    match v {
-        V::S(s) => Some(s.clone()),
-        V::I(n) => Some(n.to_string()),
-        V::T(ms) => Some(crate::executor::fmt_time(*ms)),
-        V::Null => None,
-    }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, Date32Array, Int64Array, TimestampMicrosecondArray};
 use arrow::compute::kernels::cast::cast;
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type, TimeUnit};
-use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime};
+use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime};
 use datafusion::common::{ScalarValue, exec_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::{
@@ -52,16 +52,6 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
 
 fn date32(d: NaiveDate) -> i32 {
     d.num_days_from_ce() - EPOCH_CE
-}
-
-/// Datetimes of a date/datetime/string argument (NULL where unreadable).
-fn datetimes(arr: &ArrayRef) -> Result<Vec<Option<NaiveDateTime>>> {
-    let micros = cast(arr, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
-    Ok(micros
-        .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
-        .iter()
-        .map(|v| DateTime::from_timestamp_micros(v?).map(|d| d.naive_utc()))
-        .collect())
 }
 
 /// Whole `unit`s from `a` to `b` (MySQL's TIMESTAMPDIFF: months and years
@@ -227,7 +217,7 @@ impl ScalarUDFImpl for CalendarFn {
         let text = |i: usize| cast(&arrays[i], &DataType::Utf8);
         let out: ArrayRef = match self.name {
             "last_day" => Arc::new(
-                datetimes(&arrays[0])?
+                super::time::wall_clock(&arrays[0])?
                     .into_iter()
                     .map(|d| {
                         let d = d?.date();
@@ -241,7 +231,7 @@ impl ScalarUDFImpl for CalendarFn {
                     .collect::<Date32Array>(),
             ),
             "to_days" => Arc::new(
-                datetimes(&arrays[0])?
+                super::time::wall_clock(&arrays[0])?
                     .into_iter()
                     .map(|d| Some(d?.date().num_days_from_ce() as i64 + MYSQL_DAYNR_OFFSET))
                     .collect::<Int64Array>(),
@@ -279,7 +269,10 @@ impl ScalarUDFImpl for CalendarFn {
             "timestampdiff" => {
                 let unit = text(0)?;
                 let unit = unit.as_string::<i32>();
-                let (a, b) = (datetimes(&arrays[1])?, datetimes(&arrays[2])?);
+                let (a, b) = (
+                    super::time::wall_clock(&arrays[1])?,
+                    super::time::wall_clock(&arrays[2])?,
+                );
                 Arc::new(
                     (0..n)
                         .map(|i| {

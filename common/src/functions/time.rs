@@ -30,7 +30,7 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
 
 /// Wall-clock datetimes of a date/datetime/string argument: a timestamp
 /// with a zone (`now()`) is read in that zone, as MySQL shows it.
-fn wall_clock(arr: &ArrayRef) -> Result<Vec<Option<NaiveDateTime>>> {
+pub(super) fn wall_clock(arr: &ArrayRef) -> Result<Vec<Option<NaiveDateTime>>> {
     let zone = match arr.data_type() {
         DataType::Timestamp(_, Some(tz)) => Some(
             parse_tz(tz)

@@ -45,6 +45,16 @@ pub struct SessionView {
     pub globals: Variables,
 }
 
+impl SessionView {
+    pub fn of(fe: &Frontend, session: &crate::session::Session) -> SessionView {
+        SessionView {
+            user: session.user.clone(),
+            vars: session.vars.clone(),
+            globals: fe.global_variables(),
+        }
+    }
+}
+
 /// `information_schema` for one statement.
 #[derive(Debug)]
 pub struct InformationSchema {
@@ -271,9 +281,15 @@ impl InformationSchema {
 
     /// The rows of table `table` (its name as [`TABLES`] spells it).
     pub async fn rows(&self, table: &str) -> Vec<Vec<V>> {
+        self.rows_with(table, true).await
+    }
+
+    /// [`Self::rows`]; without `sizes`, `tables` leaves its row counts and
+    /// sizes NULL rather than asking the backends (`SHOW TABLES` needs none).
+    pub async fn rows_with(&self, table: &str, sizes: bool) -> Vec<Vec<V>> {
         match table {
             "schemata" => self.schemata(),
-            "tables" => self.tables_rows().await,
+            "tables" => self.tables_rows(sizes).await,
             "columns" => self.columns(),
             "statistics" => self.statistics(),
             "key_column_usage" | "table_constraints" => vec![],
@@ -361,7 +377,7 @@ impl InformationSchema {
             .collect()
     }
 
-    async fn tables_rows(&self) -> Vec<Vec<V>> {
+    async fn tables_rows(&self, sizes: bool) -> Vec<Vec<V>> {
         let tables = self.tables();
         let tablets: Vec<_> = tables
             .iter()
@@ -369,9 +385,13 @@ impl InformationSchema {
             .collect();
         // Sizes are what the backends answer; a backend that cannot be
         // asked leaves them NULL rather than failing the metadata query.
-        let stats = crate::planner::stats::tablet_stats(&self.fe, &tablets)
-            .await
-            .unwrap_or_default();
+        let stats = if sizes {
+            crate::planner::stats::tablet_stats(&self.fe, &tablets)
+                .await
+                .unwrap_or_default()
+        } else {
+            Default::default()
+        };
         let system = TABLES.iter().map(|d| {
             let mut row = vec![
                 s(CATALOG),
@@ -604,5 +624,60 @@ impl InformationSchema {
                 ]
             })
             .collect()
+    }
+}
+
+/// A row of an `information_schema` table with its column names.
+pub struct Row<'a> {
+    names: &'a [(&'static str, Col)],
+    cells: &'a [V],
+}
+
+impl Row<'_> {
+    fn get(&self, name: &str) -> Option<&V> {
+        let i = self.names.iter().position(|(n, _)| *n == name)?;
+        self.cells.get(i)
+    }
+
+    /// Whether the string column `name` equals `value`.
+    pub fn is(&self, name: &str, value: &str) -> bool {
+        matches!(self.get(name), Some(V::S(s)) if s == value)
+    }
+}
+
+impl InformationSchema {
+    /// The `columns` of table `table`'s rows that pass `keep`, as text.
+    pub async fn select(
+        &self,
+        table: &str,
+        columns: &[&str],
+        keep: impl Fn(&Row) -> bool,
+    ) -> Vec<Vec<Option<String>>> {
+        let Some(def) = table_def(table) else {
+            return vec![];
+        };
+        // Only the size columns make the backends be asked.
+        let sizes = columns
+            .iter()
+            .any(|c| ["TABLE_ROWS", "AVG_ROW_LENGTH", "DATA_LENGTH"].contains(c));
+        self.rows_with(def.name, sizes)
+            .await
+            .iter()
+            .map(|cells| Row {
+                names: def.columns,
+                cells,
+            })
+            .filter(|r| keep(r))
+            .map(|r| columns.iter().map(|c| r.get(c).and_then(text)).collect())
+            .collect()
+    }
+}
+
+fn text(v: &V) -> Option<String> {
+    match v {
+        V::S(s) => Some(s.clone()),
+        V::I(n) => Some(n.to_string()),
+        V::T(ms) => Some(crate::executor::fmt_time(*ms)),
+        V::Null => None,
     }
 }

@@ -101,7 +101,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         return;
     }
     let mut session = Session::new(conn_id, hs.user.clone(), host.clone());
-    session.vars = crate::session::Variables::with_values(fe.catalog.read().globals.clone());
+    session.vars = fe.global_variables();
     if let Some(db) = &hs.database {
         let found = fe.catalog.read().database(db).map(|d| d.name.clone());
         match found {

@@ -210,12 +210,12 @@ pub fn statement_context(
         ScalarValue::Utf8(Some(tethys_common::config::MYSQL_SERVER_VERSION.into())),
     ));
     ctx.register_udf(ConstFn::udf("last_insert_id", ScalarValue::Int64(Some(0))));
-    let globals = Variables::with_values(fe.catalog.read().globals.clone());
+    let view = SessionView::of(fe, session);
     ctx.register_variable(
         VarType::System,
         Arc::new(SystemVars {
             session: vars.clone(),
-            globals: globals.clone(),
+            globals: view.globals.clone(),
         }),
     );
     ctx.register_variable(
@@ -227,11 +227,7 @@ pub fn statement_context(
         Arc::new(TethysCatalog {
             fe: fe.clone(),
             stmt,
-            session: SessionView {
-                user: session.user.clone(),
-                vars: session.vars.clone(),
-                globals,
-            },
+            session: view,
         }),
     );
     Ok(ctx)
