@@ -19,6 +19,10 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     let lower = datafusion::functions::string::lower();
     vec![
         Arc::new(ScalarUDF::from(IfFn::new())),
+        Arc::new(ScalarUDF::from(Coalesce {
+            inner: datafusion::functions::core::coalesce(),
+            aliases: vec!["ifnull".into(), "nvl".into()],
+        })),
         Arc::new(ScalarUDF::from(LocateFn {
             signature: Signature::one_of(
                 vec![
@@ -67,13 +71,7 @@ impl ScalarUDFImpl for IfFn {
                 "if() takes three arguments: if(condition, value_if_true, value_if_false)"
             );
         }
-        let common = if arg_types[1] == DataType::Null {
-            arg_types[2].clone()
-        } else if arg_types[2] == DataType::Null {
-            arg_types[1].clone()
-        } else {
-            comparison_coercion(&arg_types[1], &arg_types[2]).unwrap_or(DataType::Utf8)
-        };
+        let common = common_type(&arg_types[1..]);
         Ok(vec![DataType::Boolean, common.clone(), common])
     }
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
@@ -88,6 +86,96 @@ impl ScalarUDFImpl for IfFn {
         let a = args.args[1].to_array(n)?;
         let b = args.args[2].to_array(n)?;
         Ok(ColumnarValue::Array(zip(&mask, &a.as_ref(), &b.as_ref())?))
+    }
+}
+
+/// The one type MySQL gives `if`, `ifnull` and `coalesce` over values of
+/// these types: numbers widen, dates widen to datetimes, and a mix of
+/// strings, numbers and dates is a string (`ifnull(int_col,
+/// to_date('9999-01-01'))` gave a column of integers and dates).
+pub fn common_type(types: &[DataType]) -> DataType {
+    let kind = |t: &DataType| {
+        if t.is_numeric() {
+            1
+        } else if t.is_temporal() {
+            2
+        } else {
+            3
+        }
+    };
+    let mut common = DataType::Null;
+    for t in types.iter().filter(|t| !t.is_null()) {
+        common = if common.is_null() || &common == t {
+            t.clone()
+        } else if kind(&common) == kind(t) && kind(t) != 3 {
+            comparison_coercion(&common, t).unwrap_or(DataType::Utf8)
+        } else if matches!(
+            (&common, t),
+            (DataType::LargeUtf8, DataType::Utf8) | (DataType::Utf8, DataType::LargeUtf8)
+        ) {
+            DataType::LargeUtf8
+        } else {
+            DataType::Utf8
+        };
+    }
+    common
+}
+
+/// MySQL's `coalesce` / `ifnull` / `nvl`: DataFusion's, with
+/// [`common_type`]'s coercion.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Coalesce {
+    inner: Arc<ScalarUDF>,
+    aliases: Vec<String>,
+}
+
+impl ScalarUDFImpl for Coalesce {
+    fn name(&self) -> &str {
+        "coalesce"
+    }
+    fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        if arg_types.is_empty() {
+            return exec_err!("coalesce takes at least one argument");
+        }
+        let common = common_type(arg_types);
+        Ok(vec![common; arg_types.len()])
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        Ok(common_type(arg_types))
+    }
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> Result<arrow::datatypes::FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+    fn simplify(
+        &self,
+        args: Vec<datafusion::logical_expr::Expr>,
+        info: &datafusion::logical_expr::simplify::SimplifyContext,
+    ) -> Result<datafusion::logical_expr::simplify::ExprSimplifyResult> {
+        self.inner.inner().simplify(args, info)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        self.inner.invoke_with_args(args)
+    }
+    fn conditional_arguments<'a>(
+        &self,
+        args: &'a [datafusion::logical_expr::Expr],
+    ) -> Option<(
+        Vec<&'a datafusion::logical_expr::Expr>,
+        Vec<&'a datafusion::logical_expr::Expr>,
+    )> {
+        self.inner.inner().conditional_arguments(args)
+    }
+    fn short_circuits(&self) -> bool {
+        true
     }
 }
 

@@ -7,15 +7,20 @@
 
 pub mod bitmap;
 mod calendar;
+mod collected;
 mod date_arith;
 mod datetime;
 pub mod hll;
 mod misc;
 pub mod object;
 mod object_agg;
+mod regexp;
 mod string;
+mod text;
 mod time;
+mod time_round;
 pub mod timezone;
+mod url;
 pub mod week;
 
 use std::sync::Arc;
@@ -26,6 +31,7 @@ use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 pub use calendar::ROUND_DATETIME;
 pub use misc::ConstFn;
 pub use string::substring_udf;
+pub use text::CAST_TO_TEXT;
 
 /// A function call's arguments as arrays of its row count.
 pub(super) fn arrays(
@@ -33,6 +39,39 @@ pub(super) fn arrays(
 ) -> datafusion::error::Result<Vec<arrow::array::ArrayRef>> {
     let n = args.number_rows;
     args.args.iter().map(|a| a.to_array(n)).collect()
+}
+
+/// A call's arguments as arrays: of one row when every argument is a
+/// constant (the call is then worked out once), else of the call's rows.
+pub(super) fn constant_or_arrays(
+    args: &datafusion::logical_expr::ScalarFunctionArgs,
+) -> datafusion::error::Result<(bool, Vec<arrow::array::ArrayRef>)> {
+    use datafusion::logical_expr::ColumnarValue;
+    let constant = args
+        .args
+        .iter()
+        .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let n = if constant { 1 } else { args.number_rows };
+    let arrays = args
+        .args
+        .iter()
+        .map(|a| a.to_array(n))
+        .collect::<datafusion::error::Result<_>>()?;
+    Ok((constant, arrays))
+}
+
+/// The result of a call whose arguments came from [`constant_or_arrays`].
+pub(super) fn constant_or_array(
+    constant: bool,
+    out: arrow::array::ArrayRef,
+) -> datafusion::error::Result<datafusion::logical_expr::ColumnarValue> {
+    use datafusion::logical_expr::ColumnarValue;
+    if constant {
+        return Ok(ColumnarValue::Scalar(
+            datafusion::common::ScalarValue::try_from_array(&out, 0)?,
+        ));
+    }
+    Ok(ColumnarValue::Array(out))
 }
 
 /// All Tethys scalar functions.
@@ -44,6 +83,11 @@ pub fn all_udfs() -> Vec<Arc<ScalarUDF>> {
     v.extend(string::udfs());
     v.extend(time::udfs());
     v.extend(week::udfs());
+    v.extend(regexp::udfs());
+    v.extend(url::udfs());
+    v.extend(time_round::udfs());
+    v.extend(collected::udfs());
+    v.push(text::cast_to_text_udf());
     v.extend(bitmap::udfs());
     v.extend(hll::udfs());
     v

@@ -18,6 +18,8 @@ use datafusion::logical_expr::{
     Volatility,
 };
 
+use super::text::{TextFn, int_arg, mysql_text};
+
 pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     // `length` counts bytes in MySQL and Doris (`char_length` counts characters).
     let octets = datafusion::functions::string::octet_length();
@@ -36,7 +38,171 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
         Arc::new(ScalarUDF::from(CharFn {
             signature: Signature::variadic(vec![DataType::Int64], Volatility::Immutable),
         })),
+        TextFn::udf("mask", 1, 4, |a| {
+            let pick = |i: usize, d: u8| a.get(i).map_or(d, |s| s.bytes().next().unwrap_or(d));
+            let (upper, lower, digit) = (pick(1, b'X'), pick(2, b'x'), pick(3, b'n'));
+            Ok(Some(mask(a[0], 0..usize::MAX, [upper, lower, digit])))
+        }),
+        TextFn::udf("mask_first_n", 1, 2, |a| {
+            let n = a
+                .get(1)
+                .map_or(Ok(i64::MAX), |n| int_arg("mask_first_n", n))?;
+            Ok(Some(mask(a[0], 0..n.max(0) as usize, MASKS)))
+        }),
+        TextFn::udf("mask_last_n", 1, 2, |a| {
+            let n = a
+                .get(1)
+                .map_or(Ok(i64::MAX), |n| int_arg("mask_last_n", n))?;
+            let from = a[0].len().saturating_sub(n.max(0) as usize);
+            Ok(Some(mask(a[0], from..usize::MAX, MASKS)))
+        }),
+        TextFn::udf("money_format", 1, 1, |a| Ok(money_format(a[0]))),
+        TextFn::udf("append_trailing_char_if_absent", 2, 2, |a| {
+            Ok(append_trailing_char_if_absent(a[0], a[1]))
+        }),
+        Arc::new(ScalarUDF::from(SplitByString {
+            signature: Signature::exact(
+                vec![DataType::Utf8, DataType::Utf8],
+                Volatility::Immutable,
+            ),
+        })),
     ]
+}
+
+/// Doris' default masks for upper-case letters, lower-case letters and digits.
+const MASKS: [u8; 3] = [b'X', b'x', b'n'];
+
+/// `s` with the ASCII letters and digits among bytes `range` replaced
+/// (Doris' `mask` family works on bytes, leaving other characters alone).
+fn mask(s: &str, range: std::ops::Range<usize>, [upper, lower, digit]: [u8; 3]) -> String {
+    let bytes: Vec<u8> = s
+        .bytes()
+        .enumerate()
+        .map(|(i, b)| match b {
+            _ if !range.contains(&i) => b,
+            b'A'..=b'Z' => upper,
+            b'a'..=b'z' => lower,
+            b'0'..=b'9' => digit,
+            _ => b,
+        })
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Doris' `money_format(x)`: rounded half away from zero to two decimals,
+/// thousands separated by commas (`17014116` is `17,014,116.00`).
+pub fn money_format(x: &str) -> Option<String> {
+    let t = x.trim();
+    let plain;
+    let t = if t.contains(['e', 'E']) {
+        plain = format!("{:.10}", t.parse::<f64>().ok()?);
+        plain.as_str()
+    } else {
+        t
+    };
+    let (neg, t) = t.strip_prefix('-').map_or((false, t), |r| (true, r));
+    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+    if int.is_empty() && frac.is_empty()
+        || !(int.bytes().chain(frac.bytes())).all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    // Cents as digits, then rounded by the third decimal.
+    let mut digits: Vec<u8> = int
+        .bytes()
+        .chain(format!("{frac:0<2}").bytes().take(2))
+        .map(|b| b - b'0')
+        .collect();
+    if frac.as_bytes().get(2).is_some_and(|b| *b >= b'5') {
+        let mut i = digits.len();
+        loop {
+            if i == 0 {
+                digits.insert(0, 1);
+                break;
+            }
+            i -= 1;
+            if digits[i] == 9 {
+                digits[i] = 0;
+            } else {
+                digits[i] += 1;
+                break;
+            }
+        }
+    }
+    let (whole, cents) = digits.split_at(digits.len() - 2);
+    let whole: String = whole.iter().map(|d| char::from(b'0' + d)).collect();
+    let whole = whole.trim_start_matches('0');
+    let whole = if whole.is_empty() { "0" } else { whole };
+    let mut out = String::new();
+    if neg && (whole != "0" || cents.iter().any(|d| *d != 0)) {
+        out.push('-');
+    }
+    for (i, c) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out.push('.');
+    out.extend(cents.iter().map(|d| char::from(b'0' + d)));
+    Some(out)
+}
+
+/// Doris' `append_trailing_char_if_absent(s, c)`: `s` ending in `c`
+/// (unchanged when empty); NULL when `c` is not one character.
+pub fn append_trailing_char_if_absent(s: &str, c: &str) -> Option<String> {
+    if c.chars().count() != 1 {
+        return None;
+    }
+    if s.is_empty() || s.ends_with(c) {
+        return Some(s.to_string());
+    }
+    Some(format!("{s}{c}"))
+}
+
+/// Doris' `split_by_string(s, separator)`: the pieces as an ARRAY (an
+/// empty separator splits into characters; an empty string is `[]`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SplitByString {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for SplitByString {
+    fn name(&self) -> &str {
+        "split_by_string"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::new_list(DataType::Utf8, true))
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let arrays = super::arrays(&args)?;
+        let (s, sep) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
+        let mut b = arrow::array::ListBuilder::new(arrow::array::StringBuilder::new());
+        for i in 0..n {
+            if s.is_null(i) || sep.is_null(i) {
+                b.append_null();
+                continue;
+            }
+            let (text, by) = (s.value(i), sep.value(i));
+            if text.is_empty() {
+            } else if by.is_empty() {
+                let mut buf = [0u8; 4];
+                for c in text.chars() {
+                    b.values().append_value(c.encode_utf8(&mut buf));
+                }
+            } else {
+                for piece in text.split(by) {
+                    b.values().append_value(piece);
+                }
+            }
+            b.append(true);
+        }
+        Ok(ColumnarValue::Array(Arc::new(b.finish())))
+    }
 }
 
 /// MySQL's `concat(a, ...)`: NULL when any argument is NULL (DataFusion's
@@ -59,15 +225,10 @@ impl ScalarUDFImpl for Concat {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let n = args.number_rows;
         // Datetimes as MySQL shows them (a space, not ISO's `T`).
-        let options = arrow::compute::kernels::cast::CastOptions {
-            safe: true,
-            format_options: arrow::util::display::FormatOptions::default()
-                .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.f")),
-        };
         let texts = super::arrays(&args)?
             .iter()
-            .map(|a| arrow::compute::kernels::cast::cast_with_options(a, &DataType::Utf8, &options))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+            .map(mysql_text)
+            .collect::<Result<Vec<_>>>()?;
         let parts: Vec<_> = texts.iter().map(|a| a.as_string::<i32>()).collect();
         let mut b = arrow::array::StringBuilder::with_capacity(n, n * 8 * parts.len().max(1));
         let mut row = String::new();
@@ -268,6 +429,33 @@ mod tests {
         assert_eq!(split_part("abc##123###xyz", "##", 5), None);
         assert_eq!(split_part("abc##123###xyz", "##", 3), Some("#xyz"));
         assert_eq!(split_part("a", "", 1), None);
+    }
+
+    #[test]
+    fn doris_money_format_and_masks() {
+        use super::{MASKS, append_trailing_char_if_absent, mask, money_format};
+        assert_eq!(money_format("17014116").as_deref(), Some("17,014,116.00"));
+        assert_eq!(money_format("1123.456").as_deref(), Some("1,123.46"));
+        assert_eq!(money_format("1123.4").as_deref(), Some("1,123.40"));
+        assert_eq!(money_format("1.12499999").as_deref(), Some("1.12"));
+        assert_eq!(money_format("999.995").as_deref(), Some("1,000.00"));
+        assert_eq!(money_format("-1234.5").as_deref(), Some("-1,234.50"));
+        assert_eq!(money_format("-0.001").as_deref(), Some("0.00"));
+        assert_eq!(money_format("1e3").as_deref(), Some("1,000.00"));
+        assert_eq!(money_format("abc"), None);
+        assert_eq!(mask("abc123EFG", 0..usize::MAX, MASKS), "xxxnnnXXX");
+        assert_eq!(mask("1234-5678", 0..4, MASKS), "nnnn-5678");
+        assert_eq!(mask("中a", 0..usize::MAX, MASKS), "中x");
+        assert_eq!(
+            append_trailing_char_if_absent("a", "c").as_deref(),
+            Some("ac")
+        );
+        assert_eq!(
+            append_trailing_char_if_absent("ac", "c").as_deref(),
+            Some("ac")
+        );
+        assert_eq!(append_trailing_char_if_absent("", "c").as_deref(), Some(""));
+        assert_eq!(append_trailing_char_if_absent("a", "cd"), None);
     }
 
     #[test]

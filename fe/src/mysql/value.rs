@@ -163,6 +163,86 @@ fn fmt_float(v: f64) -> String {
     }
 }
 
+/// One element of an ARRAY / MAP / STRUCT as Doris prints it: strings and
+/// datetimes in double quotes, NULL as `null`, nested values alike
+/// (`["a", "b"]`, `[1.5, null]`, `{"k":1}`).
+fn nested_text(arr: &ArrayRef, i: usize, out: &mut String) {
+    use std::fmt::Write;
+    if is_null(arr, i) {
+        out.push_str("null");
+        return;
+    }
+    let list = |values: ArrayRef, out: &mut String| {
+        out.push('[');
+        for j in 0..values.len() {
+            if j > 0 {
+                out.push_str(", ");
+            }
+            nested_text(&values, j, out);
+        }
+        out.push(']');
+    };
+    match arr.data_type() {
+        DataType::List(_) => list(arr.as_list::<i32>().value(i), out),
+        DataType::LargeList(_) => list(arr.as_list::<i64>().value(i), out),
+        DataType::FixedSizeList(_, _) => list(arr.as_fixed_size_list().value(i), out),
+        DataType::Struct(fields) => {
+            let s = arr.as_struct();
+            out.push('{');
+            for (j, (f, c)) in fields.iter().zip(s.columns()).enumerate() {
+                if j > 0 {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "\"{}\":", f.name());
+                nested_text(c, i, out);
+            }
+            out.push('}');
+        }
+        DataType::Map(_, _) => {
+            let m = arr.as_map();
+            let entries = m.value(i);
+            out.push('{');
+            for j in 0..entries.len() {
+                if j > 0 {
+                    out.push_str(", ");
+                }
+                nested_text(entries.column(0), j, out);
+                out.push(':');
+                nested_text(entries.column(1), j, out);
+            }
+            out.push('}');
+        }
+        DataType::Boolean => out.push(if arr.as_boolean().value(i) { '1' } else { '0' }),
+        DataType::Float64 => out.push_str(&fmt_float(arr.as_primitive::<Float64Type>().value(i))),
+        DataType::Float32 => out.push_str(&fmt_float(f64::from(
+            arr.as_primitive::<Float32Type>().value(i),
+        ))),
+        DataType::Timestamp(_, _) => {
+            if let Some(dt) = timestamp_at(arr.as_ref(), i) {
+                let _ = write!(out, "\"{}\"", fmt_datetime(&dt, 0));
+            }
+        }
+        t => {
+            let text = ArrayFormatter::try_new(arr.as_ref(), &FORMAT)
+                .map(|f| f.value(i).to_string())
+                .unwrap_or_default();
+            let quoted = matches!(
+                t,
+                DataType::Utf8
+                    | DataType::LargeUtf8
+                    | DataType::Utf8View
+                    | DataType::Date32
+                    | DataType::Date64
+            );
+            if quoted {
+                let _ = write!(out, "\"{text}\"");
+            } else {
+                out.push_str(&text);
+            }
+        }
+    }
+}
+
 /// Local wall-clock datetimes of a timestamp column (time zone applied).
 fn timestamp_at(arr: &dyn Array, i: usize) -> Option<NaiveDateTime> {
     let (v, unit, tz) = match arr.data_type() {
@@ -276,6 +356,15 @@ impl<'a> RowEncoder<'a> {
                 Some(dt) => fmt_datetime(&dt, self.precisions[col]),
                 None => return None,
             },
+            DataType::List(_)
+            | DataType::LargeList(_)
+            | DataType::FixedSizeList(_, _)
+            | DataType::Struct(_)
+            | DataType::Map(_, _) => {
+                let mut out = String::new();
+                nested_text(arr, row, &mut out);
+                out
+            }
             _ => match &self.formatters[col] {
                 Some(f) => f.value(row).to_string(),
                 None => return None,
@@ -427,6 +516,30 @@ mod tests {
         assert!(String::from_utf8_lossy(&out).contains("10:00:00.500000"));
         enc.binary_row(1, &mut out);
         assert_eq!(out[1] & 0b100, 0b100, "null bit of column 0 at offset 2");
+    }
+
+    #[test]
+    fn arrays_print_as_doris_prints_them() {
+        use arrow::array::{ListBuilder, StringBuilder};
+        let mut b = ListBuilder::new(StringBuilder::new());
+        b.values().append_value("a");
+        b.values().append_null();
+        b.append(true);
+        b.append(true);
+        let strings: ArrayRef = Arc::new(b.finish());
+        let floats: ArrayRef = Arc::new(arrow::array::ListArray::from_iter_primitive::<
+            Float64Type,
+            _,
+            _,
+        >(vec![Some(vec![Some(1.5), Some(4.0)])]));
+        let text = |a: &ArrayRef, i| {
+            let mut s = String::new();
+            super::nested_text(a, i, &mut s);
+            s
+        };
+        assert_eq!(text(&strings, 0), r#"["a", null]"#);
+        assert_eq!(text(&strings, 1), "[]");
+        assert_eq!(text(&floats, 0), "[1.5, 4]");
     }
 
     #[test]

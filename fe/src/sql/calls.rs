@@ -7,7 +7,7 @@
 //! ```
 //!
 //! - `group_concat(x [, sep] [ORDER BY ...] [SEPARATOR sep])` is
-//!   `string_agg(CAST(x AS STRING), sep ORDER BY ...)`; Doris' default
+//!   `string_agg(tethys_text(x), sep ORDER BY ...)` (x as MySQL prints it); Doris' default
 //!   separator is `', '`; NULLs are skipped, no rows give NULL.
 //! - `ndv(x)` and `approx_count_distinct(x)` are `approx_distinct(x)`.
 //! - `count(DISTINCT a, b, ...)` counts the distinct tuples with no NULL in
@@ -19,6 +19,19 @@
 //! - `date_trunc(d, 'unit')` in Doris' argument order is DataFusion's
 //!   `date_trunc('unit', d)`.
 //! - `elt(n, s1, s2, ...)` is the n-th string (NULL out of range).
+//! - `regexp_replace(s, p, r)` replaces every match, as Doris does
+//!   (DataFusion's replaces the first unless told `'g'`);
+//!   `regexp_replace_one` replaces the first.
+//! - `date_floor(t, INTERVAL n unit)` / `date_ceil` are `<unit>_floor(t, n)`
+//!   / `<unit>_ceil(t, n)`.
+//! - `percentile(x, p)` is the exact, interpolated `percentile_cont(p)
+//!   WITHIN GROUP (ORDER BY x)`; `percentile_approx(x, p[, c])` is
+//!   `approx_percentile_cont`; `percentile_array(x, [p1, p2])` an array of
+//!   `percentile_cont`s.
+//! - `retention(c1, c2, ...)` is `[c1 held, c1 and c2 held, ...]` over the
+//!   group, as 1s and 0s.
+//! - `topn(x, k)` and `window_funnel(window, mode, t, c1, ...)` collect the
+//!   group's rows (`array_agg`) for Tethys' `topn_of` / `window_funnel_of`.
 
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, CastKind, DataType, DuplicateTreatment, Expr, FunctionArg, FunctionArgExpr,
@@ -71,13 +84,10 @@ pub fn rewrite(e: &mut Expr) {
                 }
                 _ => true,
             });
-            let text = Expr::Cast {
-                kind: CastKind::Cast,
-                expr: Box::new(args[0].clone()),
-                data_type: DataType::String(None),
-                array: false,
-                format: None,
-            };
+            let text = call(
+                tethys_common::functions::CAST_TO_TEXT,
+                vec![args[0].clone()],
+            );
             // DISTINCT needs an ORDER BY on the argument to name it as cast.
             for c in list.clauses.iter_mut() {
                 if let FunctionArgumentClause::OrderBy(keys) = c {
@@ -198,6 +208,124 @@ pub fn rewrite(e: &mut Expr) {
                 else_result: None,
             };
         }
+        "regexp_replace" if args.len() == 3 => {
+            list.args
+                .push(unnamed(Expr::value(Value::SingleQuotedString("g".into()))));
+        }
+        "regexp_replace_one" if args.len() == 3 => {
+            f.name = ObjectName::from(vec![Ident::new("regexp_replace")]);
+        }
+        "date_floor" | "date_ceil" if args.len() == 2 => {
+            let Expr::Interval(iv) = &args[1] else {
+                return;
+            };
+            let Some(unit) = &iv.leading_field else {
+                return;
+            };
+            let unit = unit.to_string().to_ascii_lowercase();
+            if ![
+                "year", "quarter", "month", "week", "day", "hour", "minute", "second",
+            ]
+            .contains(&unit.as_str())
+            {
+                return;
+            }
+            let side = name.trim_start_matches("date_");
+            *e = call(
+                &format!("{unit}_{side}"),
+                vec![args[0].clone(), (*iv.value).clone()],
+            );
+        }
+        "percentile" | "percentile_approx" | "percentile_array"
+            if (2..=3).contains(&args.len()) && list.clauses.is_empty() =>
+        {
+            let within = |p: Expr, extra: Option<Expr>, func: &str| {
+                let mut c = call(func, std::iter::once(p).chain(extra).collect());
+                if let Expr::Function(f) = &mut c {
+                    f.within_group = vec![OrderByExpr {
+                        expr: args[0].clone(),
+                        options: OrderByOptions {
+                            asc: None,
+                            nulls_first: None,
+                        },
+                        with_fill: None,
+                    }];
+                }
+                c
+            };
+            *e = match name.as_str() {
+                "percentile" if args.len() == 2 => within(args[1].clone(), None, "percentile_cont"),
+                "percentile_approx" => within(
+                    args[1].clone(),
+                    args.get(2).cloned(),
+                    "approx_percentile_cont",
+                ),
+                "percentile_array" if args.len() == 2 => {
+                    let Expr::Array(arr) = &args[1] else {
+                        return;
+                    };
+                    let each = arr
+                        .elem
+                        .iter()
+                        .map(|p| within(p.clone(), None, "percentile_cont"))
+                        .collect();
+                    call("make_array", each)
+                }
+                _ => return,
+            };
+        }
+        "retention" if !args.is_empty() && list.clauses.is_empty() => {
+            let held = |c: &Expr| {
+                call(
+                    "coalesce",
+                    vec![
+                        call("bool_or", vec![c.clone()]),
+                        Expr::value(Value::Boolean(false)),
+                    ],
+                )
+            };
+            let first = held(&args[0]);
+            let steps = args
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let cond = if i == 0 {
+                        first.clone()
+                    } else {
+                        Expr::BinaryOp {
+                            left: Box::new(first.clone()),
+                            op: BinaryOperator::And,
+                            right: Box::new(held(c)),
+                        }
+                    };
+                    Expr::Cast {
+                        kind: CastKind::Cast,
+                        expr: Box::new(Expr::Nested(Box::new(cond))),
+                        data_type: DataType::TinyInt(None),
+                        array: false,
+                        format: None,
+                    }
+                })
+                .collect();
+            *e = call("make_array", steps);
+        }
+        "topn" if (2..=3).contains(&args.len()) && list.clauses.is_empty() => {
+            *e = call(
+                "topn_of",
+                vec![call("array_agg", vec![args[0].clone()]), args[1].clone()],
+            );
+        }
+        "window_funnel" if args.len() >= 4 && list.clauses.is_empty() => {
+            let events = call("struct", args[2..].to_vec());
+            *e = call(
+                "window_funnel_of",
+                vec![
+                    args[0].clone(),
+                    args[1].clone(),
+                    call("array_agg", vec![events]),
+                ],
+            );
+        }
         "max_by" | "min_by" if args.len() == 2 && list.clauses.is_empty() => {
             let asc = name == "min_by";
             // The candidates' order by y, NULL ys last, and the first x.
@@ -249,11 +377,11 @@ mod tests {
         .expect("parses")
         .to_string();
         assert!(
-            s.contains("string_agg(DISTINCT CAST(a AS STRING), ';' ORDER BY CAST(a AS STRING))"),
+            s.contains("string_agg(DISTINCT tethys_text(a), ';' ORDER BY tethys_text(a))"),
             "{s}"
         );
-        assert!(s.contains("string_agg(CAST(b AS STRING), ', ')"), "{s}");
-        assert!(s.contains("string_agg(CAST(b AS STRING), '-')"), "{s}");
+        assert!(s.contains("string_agg(tethys_text(b), ', ')"), "{s}");
+        assert!(s.contains("string_agg(tethys_text(b), '-')"), "{s}");
         assert!(s.contains("approx_distinct(c)"), "{s}");
         assert!(
             s.contains(

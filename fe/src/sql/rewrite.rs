@@ -132,6 +132,35 @@ fn round_datetime_cast(e: &mut Expr) {
     *e = call(tethys_common::functions::ROUND_DATETIME, vec![cast, p]);
 }
 
+/// `CAST(x AS STRING)` (VARCHAR, CHAR, TEXT) prints a datetime as MySQL
+/// does, with a space (DataFusion's cast wrote ISO's `T`).
+fn text_cast(e: &mut Expr) {
+    let Expr::Cast {
+        data_type, expr, ..
+    } = e
+    else {
+        return;
+    };
+    let is_text = match data_type {
+        DataType::String(_)
+        | DataType::Varchar(_)
+        | DataType::Char(_)
+        | DataType::Text
+        | DataType::CharVarying(_)
+        | DataType::Character(_)
+        | DataType::Nvarchar(_) => true,
+        DataType::Custom(name, _) => name.to_string().eq_ignore_ascii_case("string"),
+        _ => false,
+    };
+    if is_text {
+        let inner = std::mem::replace(
+            expr.as_mut(),
+            Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
+        );
+        *e = call(tethys_common::functions::CAST_TO_TEXT, vec![inner]);
+    }
+}
+
 /// A numeric literal with an exponent (`1e300`, `1.5e-7`) is a DOUBLE in
 /// MySQL and Doris; without one it is an exact DECIMAL
 /// (`parse_float_as_decimal`). `SELECT 1e300` failed as a decimal of scale
@@ -321,6 +350,7 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
             convert_to_cast(e);
             exponent_literal_to_double(e);
             round_datetime_cast(e);
+            text_cast(e);
             if let Expr::Cast { data_type, .. } = e {
                 fix_type(data_type);
             }
@@ -403,6 +433,6 @@ mod tests {
         .to_string();
         assert!(s.contains("CAST(a AS BIGINT UNSIGNED)"), "{s}");
         assert!(s.contains("('x')"), "{s}");
-        assert!(s.contains("CAST(b AS CHAR)"), "{s}");
+        assert!(s.contains("tethys_text(b)"), "{s}");
     }
 }
