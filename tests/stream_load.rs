@@ -503,6 +503,36 @@ async fn columns_expressions_and_where() {
     let body = f.load(&csv, &["label:expr1", "column_separator:,"]);
     assert_eq!(json_field(&body, "Status"), "Success", "{body}");
     assert_eq!(f.count().await, 5);
+    // Header expressions get Doris' functions, as queries do: regexp_replace
+    // replaces every match (DataFusion's replaced the first), and a function
+    // whose semantics differ is refused by name.
+    let body = f.load(
+        &csv,
+        &[
+            "column_separator:,",
+            "columns: day, id, tmp_name, tmp, name = regexp_replace(upper(tmp_name), '[AEIOU]', '_'), amount = tmp",
+            "where: id = 1",
+        ],
+    );
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    let mut c = Conn::new(f.server.opts()).await.expect("connect");
+    let names: Vec<String> = c
+        .query("SELECT name FROM ld.t WHERE name LIKE '%\\_%' ORDER BY name")
+        .await
+        .expect("names");
+    assert_eq!(names, vec!["_L_C_".to_string()]);
+    let body = f.load(
+        &csv,
+        &[
+            "column_separator:,",
+            "columns: day, id, x, y, name = array_slice(x, 1, 2)",
+        ],
+    );
+    assert_eq!(json_field(&body, "Status"), "Fail");
+    assert!(
+        body.contains("Function 'array_slice' is not supported"),
+        "{body}"
+    );
 }
 
 #[tokio::test]

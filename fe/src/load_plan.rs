@@ -160,7 +160,8 @@ pub fn compile(
         let mut where_bytes = vec![];
         let mut retry = false;
         for (target, text) in &texts {
-            let e: Expr = ctx.parse_sql_expr(text, &df).map_err(|e| {
+            let text = crate::sql::rewrite::expr_for_datafusion(text)?;
+            let e: Expr = ctx.parse_sql_expr(&text, &df).map_err(|e| {
                 TethysError::Analysis(format!("cannot use the columns / where headers: {e}"))
             })?;
             let typed = match target {

@@ -11,6 +11,7 @@ mod collected;
 mod date_arith;
 mod datetime;
 pub mod hll;
+mod math;
 mod misc;
 pub mod object;
 mod object_agg;
@@ -80,6 +81,7 @@ pub fn all_udfs() -> Vec<Arc<ScalarUDF>> {
     v.extend(date_arith::udfs());
     v.extend(calendar::udfs());
     v.extend(misc::udfs());
+    v.extend(math::udfs());
     v.extend(string::udfs());
     v.extend(time::udfs());
     v.extend(week::udfs());

@@ -57,6 +57,14 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
             Ok(Some(mask(a[0], from..usize::MAX, MASKS)))
         }),
         TextFn::udf("money_format", 1, 1, |a| Ok(money_format(a[0]))),
+        TextFn::aliased("left", &["strleft"], 2, 2, |a| {
+            let n = int_arg("left", a[1])?;
+            Ok(Some(left_right(a[0], n, true).to_string()))
+        }),
+        TextFn::aliased("right", &["strright"], 2, 2, |a| {
+            let n = int_arg("right", a[1])?;
+            Ok(Some(left_right(a[0], n, false).to_string()))
+        }),
         TextFn::udf("append_trailing_char_if_absent", 2, 2, |a| {
             Ok(append_trailing_char_if_absent(a[0], a[1]))
         }),
@@ -67,6 +75,19 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
             ),
         })),
     ]
+}
+
+/// Doris' `left(s, n)` / `right(s, n)`: the first / last n characters,
+/// `''` when n is not positive (DataFusion's dropped the last / first -n).
+pub fn left_right(s: &str, n: i64, left: bool) -> &str {
+    if n <= 0 {
+        return "";
+    }
+    let count = s.chars().count();
+    let n = (n as usize).min(count);
+    let cut = if left { n } else { count - n };
+    let at = s.char_indices().nth(cut).map_or(s.len(), |(b, _)| b);
+    if left { &s[..at] } else { &s[at..] }
 }
 
 /// Doris' default masks for upper-case letters, lower-case letters and digits.
@@ -456,6 +477,16 @@ mod tests {
         );
         assert_eq!(append_trailing_char_if_absent("", "c").as_deref(), Some(""));
         assert_eq!(append_trailing_char_if_absent("a", "cd"), None);
+    }
+
+    #[test]
+    fn doris_left_right() {
+        use super::left_right;
+        assert_eq!(left_right("good morning", -5, true), "");
+        assert_eq!(left_right("good morning", 120, true), "good morning");
+        assert_eq!(left_right("Hello doris", 5, false), "doris");
+        assert_eq!(left_right("Hello doris", -6, false), "");
+        assert_eq!(left_right("中文测试", 2, false), "测试");
     }
 
     #[test]

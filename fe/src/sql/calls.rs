@@ -30,6 +30,16 @@
 //!   `percentile_cont`s.
 //! - `retention(c1, c2, ...)` is `[c1 held, c1 and c2 held, ...]` over the
 //!   group, as 1s and 0s.
+//! - `greatest` / `least` are NULL when any argument is (DataFusion's
+//!   skip NULLs); `log(x)` is `ln(x)`; `mod(a, b)` is `a % b`; `sign` is
+//!   `signum`; `array_size` and `size` are `cardinality`.
+//! - `stddev` / `std` / `variance` / `covar` are the population ones, as in
+//!   MySQL and Doris (DataFusion's `stddev` and `covar` are the sample ones).
+//! - `struct(a, b)` names its fields `col1`, `col2` as Doris does.
+//! - `now()` / `current_timestamp` are DATETIME(0): whole seconds;
+//!   `curtime()` / `current_time` are `HH:MM:SS` text.
+//! - `GROUP BY ROLLUP(a, b)` and `CUBE(a, b)` are grouping sets (the MySQL
+//!   dialect reads them as calls).
 //! - `topn(x, k)` and `window_funnel(window, mode, t, c1, ...)` collect the
 //!   group's rows (`array_agg`) for Tethys' `topn_of` / `window_funnel_of`.
 
@@ -56,6 +66,23 @@ fn plain_args(list: &FunctionArgumentList) -> Option<Vec<Expr>> {
         .collect()
 }
 
+/// A string literal.
+fn text(s: &str) -> Expr {
+    Expr::value(Value::SingleQuotedString(s.into()))
+}
+
+/// `a IS NULL OR b IS NULL OR ...`.
+fn any_null(args: &[Expr]) -> Expr {
+    args.iter()
+        .map(|a| Expr::IsNull(Box::new(a.clone())))
+        .reduce(|l, r| Expr::BinaryOp {
+            left: Box::new(l),
+            op: BinaryOperator::Or,
+            right: Box::new(r),
+        })
+        .unwrap_or(Expr::value(Value::Boolean(false)))
+}
+
 /// Rewrites one expression if it is one of the Doris aggregates above.
 pub fn rewrite(e: &mut Expr) {
     let Expr::Function(f) = e else {
@@ -65,6 +92,24 @@ pub fn rewrite(e: &mut Expr) {
         return;
     }
     let name = f.name.to_string().to_ascii_lowercase();
+    let no_args = match &f.args {
+        FunctionArguments::None => true,
+        FunctionArguments::List(l) => l.args.is_empty(),
+        FunctionArguments::Subquery(_) => false,
+    };
+    if no_args {
+        match name.as_str() {
+            "now" | "current_timestamp" | "localtime" | "localtimestamp" => {
+                let at = call("now", vec![]);
+                *e = call("date_trunc", vec![text("second"), at]);
+            }
+            "curtime" | "current_time" => {
+                *e = call("date_format", vec![call("now", vec![]), text("%H:%i:%s")]);
+            }
+            _ => {}
+        }
+        return;
+    }
     let FunctionArguments::List(list) = &mut f.args else {
         return;
     };
@@ -107,15 +152,7 @@ pub fn rewrite(e: &mut Expr) {
                 && matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct)) =>
         {
             // One value per row: the tuple, or NULL when any part is NULL.
-            let any_null = args
-                .iter()
-                .map(|a| Expr::IsNull(Box::new(a.clone())))
-                .reduce(|l, r| Expr::BinaryOp {
-                    left: Box::new(l),
-                    op: BinaryOperator::Or,
-                    right: Box::new(r),
-                })
-                .unwrap_or(Expr::value(Value::Boolean(false)));
+            let any_null = any_null(&args);
             let tuple = Expr::Case {
                 case_token:
                     datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
@@ -208,6 +245,51 @@ pub fn rewrite(e: &mut Expr) {
                 else_result: None,
             };
         }
+        "greatest" | "least" if args.len() > 1 => {
+            let any_null = any_null(&args);
+            let inner = Expr::Function(f.clone());
+            *e = Expr::Case {
+                case_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                end_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                operand: None,
+                conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+                    condition: any_null,
+                    result: Expr::value(Value::Null),
+                }],
+                else_result: Some(Box::new(inner)),
+            };
+        }
+        "log" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("ln")]),
+        "array_size" | "size" if args.len() == 1 => {
+            f.name = ObjectName::from(vec![Ident::new("cardinality")]);
+        }
+        "sign" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("signum")]),
+        "mod" if args.len() == 2 => {
+            *e = Expr::Nested(Box::new(Expr::BinaryOp {
+                left: Box::new(args[0].clone()),
+                op: BinaryOperator::Modulo,
+                right: Box::new(args[1].clone()),
+            }));
+        }
+        "stddev" | "std" if args.len() == 1 => {
+            f.name = ObjectName::from(vec![Ident::new("stddev_pop")]);
+        }
+        "variance" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("var_pop")]),
+        "covar" if args.len() == 2 => f.name = ObjectName::from(vec![Ident::new("covar_pop")]),
+        "struct" => {
+            let named = args
+                .iter()
+                .enumerate()
+                .flat_map(|(i, a)| [text(&format!("col{}", i + 1)), a.clone()])
+                .collect();
+            *e = call("named_struct", named);
+        }
+        // `GROUP BY ROLLUP(a, b)` / `CUBE(a, b)`, which the MySQL dialect
+        // reads as calls.
+        "rollup" => *e = Expr::Rollup(args.into_iter().map(|a| vec![a]).collect()),
+        "cube" => *e = Expr::Cube(args.into_iter().map(|a| vec![a]).collect()),
         "regexp_replace" if args.len() == 3 => {
             list.args
                 .push(unnamed(Expr::value(Value::SingleQuotedString("g".into()))));

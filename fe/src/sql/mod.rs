@@ -3,6 +3,9 @@
 
 pub mod assign;
 pub mod calls;
+pub mod functions;
+#[cfg(test)]
+mod functions_doc;
 pub mod partitions;
 pub mod rewrite;
 pub mod set;

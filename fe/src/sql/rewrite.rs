@@ -344,6 +344,7 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
         .pop_front()
         .ok_or_else(|| TethysError::Syntax("empty statement".into()))?;
     if let DFStatement::Statement(s) = &mut stmt {
+        super::functions::check_calls(s.as_ref())?;
         name_columns_like_mysql(s.as_mut());
         super::partitions::rewrite(s.as_mut());
         let _ = visit_expressions_mut(s.as_mut(), |e| {
@@ -360,6 +361,31 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
         });
     }
     Ok(stmt)
+}
+
+/// One expression (a Stream Load `columns` or `where` header) with the
+/// function checks and Doris rewrites a query's expressions get, as SQL
+/// text for DataFusion's expression parser.
+pub fn expr_for_datafusion(text: &str) -> Result<String> {
+    let stmt = parse_for_datafusion(&format!("SELECT {text}"))?;
+    let expr = match &stmt {
+        DFStatement::Statement(s) => match s.as_ref() {
+            Statement::Query(q) => match q.body.as_ref() {
+                SetExpr::Select(sel) if sel.projection.len() == 1 && sel.from.is_empty() => {
+                    match &sel.projection[0] {
+                        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                            Some(e.to_string())
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    };
+    expr.ok_or_else(|| TethysError::Syntax(format!("not one expression: {text}")))
 }
 
 /// Whether a statement is `INSERT INTO t [(cols)] VALUES (...)`, the form
