@@ -71,16 +71,28 @@ fn text(s: &str) -> Expr {
     Expr::value(Value::SingleQuotedString(s.into()))
 }
 
-/// `a IS NULL OR b IS NULL OR ...`.
-fn any_null(args: &[Expr]) -> Expr {
-    args.iter()
+/// `CASE WHEN a IS NULL OR b IS NULL ... THEN NULL ELSE value END`.
+fn null_if_any_null(args: &[Expr], value: Expr) -> Expr {
+    let any_null = args
+        .iter()
         .map(|a| Expr::IsNull(Box::new(a.clone())))
         .reduce(|l, r| Expr::BinaryOp {
             left: Box::new(l),
             op: BinaryOperator::Or,
             right: Box::new(r),
         })
-        .unwrap_or(Expr::value(Value::Boolean(false)))
+        .unwrap_or(Expr::value(Value::Boolean(false)));
+    Expr::Case {
+        case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(
+        ),
+        end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+        operand: None,
+        conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+            condition: any_null,
+            result: Expr::value(Value::Null),
+        }],
+        else_result: Some(Box::new(value)),
+    }
 }
 
 /// Rewrites one expression if it is one of the Doris aggregates above.
@@ -152,19 +164,7 @@ pub fn rewrite(e: &mut Expr) {
                 && matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct)) =>
         {
             // One value per row: the tuple, or NULL when any part is NULL.
-            let any_null = any_null(&args);
-            let tuple = Expr::Case {
-                case_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                end_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                operand: None,
-                conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
-                    condition: any_null,
-                    result: Expr::value(Value::Null),
-                }],
-                else_result: Some(Box::new(call("struct", args))),
-            };
+            let tuple = null_if_any_null(&args, call("struct", args.clone()));
             list.args = vec![unnamed(tuple)];
         }
         // `timestampdiff(MONTH, a, b)`: the unit is a word, not a column.
@@ -246,20 +246,7 @@ pub fn rewrite(e: &mut Expr) {
             };
         }
         "greatest" | "least" if args.len() > 1 => {
-            let any_null = any_null(&args);
-            let inner = Expr::Function(f.clone());
-            *e = Expr::Case {
-                case_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                end_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                operand: None,
-                conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
-                    condition: any_null,
-                    result: Expr::value(Value::Null),
-                }],
-                else_result: Some(Box::new(inner)),
-            };
+            *e = null_if_any_null(&args, Expr::Function(f.clone()));
         }
         "log" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("ln")]),
         "array_size" | "size" if args.len() == 1 => {
