@@ -167,7 +167,7 @@ impl ColumnType {
         }
     }
 
-    /// The spelling DESC uses (upper case, `DECIMAL(10, 2)`).
+    /// The upper-case spelling error messages use (`DECIMAL(10, 2)`).
     pub fn desc(&self) -> String {
         match self {
             ColumnType::Decimal { precision, scale } => format!("DECIMAL({precision}, {scale})"),

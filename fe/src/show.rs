@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use tethys_common::schema::KeysType;
 use tethys_common::{Result, TethysError};
 
 use crate::catalog::Table;
@@ -274,9 +275,11 @@ fn unknown_table(db: &str, table: &str) -> TethysError {
     }
 }
 
-/// `DESC t` rows (Doris': Key `true`/`false`, the aggregation of a value
-/// column in Extra, `NONE` for DUPLICATE and merge-on-write UNIQUE tables);
-/// with `full`, MySQL's Collation, Privileges and Comment too.
+/// `DESC t` rows as Doris 2.1 prints them: types lower-case as in SHOW
+/// CREATE TABLE (`int`, `char(10)`), Key `true`/`false`, the aggregation of
+/// an AGGREGATE table's value column in Extra (`NONE` for DUPLICATE and
+/// UNIQUE tables, whose REPLACE is implicit); with `full`, MySQL's
+/// Collation, Privileges and Comment too.
 pub fn describe_rows(t: &Table, full: bool) -> Vec<Vec<String>> {
     t.schema
         .columns
@@ -285,7 +288,7 @@ pub fn describe_rows(t: &Table, full: bool) -> Vec<Vec<String>> {
         .map(|(i, c)| {
             let extra = match t.schema.merge_rule(i) {
                 _ if c.is_key => String::new(),
-                Some(a) if !t.schema.merge_on_write => a.sql().to_string(),
+                Some(a) if t.schema.keys_type == KeysType::Aggregate => a.sql().to_string(),
                 _ => "NONE".into(),
             };
             let null = if c.nullable { "Yes" } else { "No" };
@@ -298,7 +301,7 @@ pub fn describe_rows(t: &Table, full: bool) -> Vec<Vec<String>> {
                     .unwrap_or("");
                 vec![
                     c.name.clone(),
-                    c.column_type.desc(),
+                    c.column_type.sql(),
                     collation.into(),
                     null.into(),
                     key.into(),
@@ -310,7 +313,7 @@ pub fn describe_rows(t: &Table, full: bool) -> Vec<Vec<String>> {
             } else {
                 vec![
                     c.name.clone(),
-                    c.column_type.desc(),
+                    c.column_type.sql(),
                     null.into(),
                     key.into(),
                     default,

@@ -165,7 +165,9 @@ impl ScalarUDFImpl for TimeRound {
         }
         Ok(match &args[0] {
             DataType::Date32 | DataType::Date64 if self.unit.keeps_dates() => DataType::Date32,
-            DataType::Timestamp(_, tz) => DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
+            // A zoned timestamp (`now()`) is rounded on its wall clock, and the
+            // answer is a wall-clock DATETIME.
+            DataType::Timestamp(_, _) => DataType::Timestamp(TimeUnit::Microsecond, None),
             t if t.is_numeric() => {
                 return plan_err!(
                     "{}: the first argument must be a date or datetime, not {t}",
@@ -209,11 +211,10 @@ impl ScalarUDFImpl for TimeRound {
                     .map(|t| t.map(|t| t.date().num_days_from_ce() - 719_163))
                     .collect::<Date32Array>(),
             ),
-            DataType::Timestamp(_, tz) => Arc::new(
+            DataType::Timestamp(_, _) => Arc::new(
                 rounded
                     .map(|t| t.map(|t| t.and_utc().timestamp_micros()))
-                    .collect::<TimestampMicrosecondArray>()
-                    .with_timezone_opt(tz.clone()),
+                    .collect::<TimestampMicrosecondArray>(),
             ),
             t => return exec_err!("{} cannot return {t}", self.name),
         };

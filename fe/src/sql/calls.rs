@@ -16,8 +16,10 @@
 //!   smallest `y` (NULL `y`s sort last).
 //! - `timestampdiff(UNIT, a, b)` gets its unit word as a string;
 //!   `timestampadd(UNIT, n, d)` is `<unit>s_add(d, n)` (a quarter is 3 months).
-//! - `date_trunc(d, 'unit')` in Doris' argument order is DataFusion's
-//!   `date_trunc('unit', d)`.
+//! - `date_trunc(d, 'unit')` (either argument order) is `<unit>_floor(d)`:
+//!   a DATE stays a DATE, and years up to 9999 work (DataFusion's
+//!   `date_trunc` counts nanoseconds and failed on `9999-11-11`).
+//! - `date(x)` is `to_date(x)`.
 //! - `elt(n, s1, s2, ...)` is the n-th string (NULL out of range).
 //! - `regexp_replace(s, p, r)` replaces every match, as Doris does
 //!   (DataFusion's replaces the first unless told `'g'`);
@@ -205,27 +207,30 @@ pub fn rewrite(e: &mut Expr) {
         }
         // Doris' `date_trunc(d, 'unit')`: DataFusion takes the unit first.
         "date_trunc" if args.len() == 2 => {
-            let is_unit = |x: &Expr| match x {
+            let unit = |x: &Expr| match x {
                 Expr::Value(v) => match &v.value {
-                    Value::SingleQuotedString(u) | Value::DoubleQuotedString(u) => matches!(
-                        u.to_ascii_lowercase().as_str(),
-                        "year"
-                            | "quarter"
-                            | "month"
-                            | "week"
-                            | "day"
-                            | "hour"
-                            | "minute"
-                            | "second"
-                    ),
-                    _ => false,
+                    Value::SingleQuotedString(u) | Value::DoubleQuotedString(u) => {
+                        let u = u.to_ascii_lowercase();
+                        [
+                            "year", "quarter", "month", "week", "day", "hour", "minute", "second",
+                        ]
+                        .contains(&u.as_str())
+                        .then_some(u)
+                    }
+                    _ => None,
                 },
-                _ => false,
+                _ => None,
             };
-            if is_unit(&args[1]) && !is_unit(&args[0]) {
-                *e = call("date_trunc", vec![args[1].clone(), args[0].clone()]);
-            }
+            // Either argument order; Tethys' floor works in microseconds over
+            // years 1 to 9999 (DataFusion's failed on 9999-11-11 in nanoseconds).
+            let (u, t) = match (unit(&args[0]), unit(&args[1])) {
+                (None, Some(u)) => (u, &args[0]),
+                (Some(u), None) => (u, &args[1]),
+                _ => return,
+            };
+            *e = call(&format!("{u}_floor"), vec![t.clone()]);
         }
+        "date" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("to_date")]),
         "elt" if args.len() >= 2 => {
             let conditions = args[1..]
                 .iter()
@@ -428,7 +433,11 @@ mod tests {
         assert!(s.contains("months_add(d, 2 * 3)"), "{s}");
         assert!(s.contains("days_add(d, n)"), "{s}");
         assert!(
-            s.contains("date_trunc('month', d) AS `date_trunc(d, 'month')`"),
+            s.contains("month_floor(d) AS `date_trunc(d, 'month')`"),
+            "{s}"
+        );
+        assert!(
+            s.contains("month_floor(d) AS `date_trunc('month', d)`"),
             "{s}"
         );
         assert!(

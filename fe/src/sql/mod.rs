@@ -10,6 +10,7 @@ pub mod partitions;
 pub mod rewrite;
 pub mod set;
 pub mod statement;
+pub mod table_functions;
 pub mod tokens;
 
 pub use statement::{Statement, parse, split_statements};

@@ -19,7 +19,7 @@ use tethys_common::{Result, TethysError};
 
 fn fix_type(t: &mut DataType) {
     let replacement = match t {
-        DataType::Datetime(_) => Some(DataType::Timestamp(None, TimezoneInfo::None)),
+        DataType::Datetime(_) => Some(DataType::Timestamp(Some(6), TimezoneInfo::None)),
         DataType::Signed | DataType::SignedInteger => Some(DataType::BigInt(None)),
         DataType::Unsigned | DataType::UnsignedInteger => Some(DataType::BigIntUnsigned(None)),
         DataType::Custom(name, args) => {
@@ -28,7 +28,7 @@ fn fix_type(t: &mut DataType) {
             match n.as_str() {
                 "largeint" => Some(DataType::Decimal(ExactNumberInfo::PrecisionAndScale(38, 0))),
                 "datev2" => Some(DataType::Date),
-                "datetimev2" => Some(DataType::Timestamp(None, TimezoneInfo::None)),
+                "datetimev2" => Some(DataType::Timestamp(Some(6), TimezoneInfo::None)),
                 "decimalv3" | "decimalv2" => Some(DataType::Decimal(match nums.as_slice() {
                     [p, s] => ExactNumberInfo::PrecisionAndScale(*p, *s as i64),
                     [p] => ExactNumberInfo::Precision(*p),
@@ -121,7 +121,7 @@ fn round_datetime_cast(e: &mut Expr) {
     let cast = Expr::Cast {
         kind,
         expr,
-        data_type: DataType::Timestamp(None, TimezoneInfo::None),
+        data_type: DataType::Timestamp(Some(6), TimezoneInfo::None),
         array,
         format,
     };
@@ -347,6 +347,7 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
         super::functions::check_calls(s.as_ref())?;
         name_columns_like_mysql(s.as_mut());
         super::partitions::rewrite(s.as_mut());
+        super::table_functions::rewrite(s.as_mut())?;
         let _ = visit_expressions_mut(s.as_mut(), |e| {
             convert_to_cast(e);
             exponent_literal_to_double(e);
