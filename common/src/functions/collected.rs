@@ -1,8 +1,11 @@
 //! Doris aggregates computed from a group's collected rows: the FE plans
-//! `topn(x, k)` as `topn_of(array_agg(x), k)` and
+//! `topn(x, k)` as `topn_of(array_agg(x), k)`,
 //! `window_funnel(w, mode, t, c1, ...)` as
-//! `window_funnel_of(w, mode, array_agg(struct(t, c1, ...)))`, so the
-//! partial / final split and spilling are `array_agg`'s.
+//! `window_funnel_of(w, mode, array_agg(struct(t, c1, ...)))` and
+//! `group_concat(x ORDER BY k1 DESC, ... SEPARATOR s)` as
+//! `group_concat_of(array_agg(struct(k1, ..., x)), s, 'desc nulls last,...')`,
+//! so the partial / final split is `array_agg`'s, and two aggregates ordered
+//! differently share a query (DataFusion refuses conflicting orders).
 //!
 //! ```sql
 //! SELECT user_id, window_funnel(3600, 'default', event_time,
@@ -29,6 +32,9 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
             signature: Signature::any(2, Volatility::Immutable),
         })),
         Arc::new(ScalarUDF::from(WindowFunnel {
+            signature: Signature::any(3, Volatility::Immutable),
+        })),
+        Arc::new(ScalarUDF::from(GroupConcat {
             signature: Signature::any(3, Volatility::Immutable),
         })),
     ]
@@ -236,6 +242,119 @@ impl ScalarUDFImpl for WindowFunnel {
             out.push(Some(funnel_level(events, window.value(i), mode)));
         }
         Ok(ColumnarValue::Array(Arc::new(Int32Array::from(out))))
+    }
+}
+
+/// `group_concat_of(rows, separator, orders)`: each row a struct of the
+/// ORDER BY keys and then the value (as text); `orders` one
+/// `asc|desc nulls first|last` per key, comma-separated. NULL values are
+/// skipped; no value is NULL.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct GroupConcat {
+    signature: Signature,
+}
+
+/// The sort options of `orders`.
+fn sort_options(orders: &str) -> Result<Vec<arrow::compute::SortOptions>> {
+    orders
+        .split(',')
+        .filter(|o| !o.trim().is_empty())
+        .map(|o| {
+            let words: Vec<String> = o.split_whitespace().map(str::to_ascii_lowercase).collect();
+            match words
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .as_slice()
+            {
+                [dir, "nulls", first] => Ok(arrow::compute::SortOptions {
+                    descending: *dir == "desc",
+                    nulls_first: *first == "first",
+                }),
+                _ => exec_err!("group_concat_of: bad order '{o}'"),
+            }
+        })
+        .collect()
+}
+
+impl ScalarUDFImpl for GroupConcat {
+    fn name(&self) -> &str {
+        "group_concat_of"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let arrays = super::arrays(&args)?;
+        let seps = mysql_text(&arrays[1])?;
+        let seps = seps.as_string::<i32>();
+        let orders = mysql_text(&arrays[2])?;
+        let orders = orders.as_string::<i32>();
+        let mut out = StringBuilder::new();
+        let DataType::List(_) = arrays[0].data_type() else {
+            out.append_nulls(n);
+            return Ok(ColumnarValue::Array(Arc::new(out.finish())));
+        };
+        let lists = arrays[0].as_list::<i32>();
+        for i in 0..n {
+            if lists.is_null(i) || seps.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            let rows = lists.value(i);
+            let rows = rows.as_struct();
+            let Some((value, keys)) = rows.columns().split_last() else {
+                out.append_null();
+                continue;
+            };
+            let options = sort_options(if orders.is_null(i) {
+                ""
+            } else {
+                orders.value(i)
+            })?;
+            let sort: Vec<arrow::compute::SortColumn> = keys
+                .iter()
+                .zip(
+                    options
+                        .iter()
+                        .copied()
+                        .chain(std::iter::repeat(Default::default())),
+                )
+                .map(|(k, o)| arrow::compute::SortColumn {
+                    values: k.clone(),
+                    options: Some(o),
+                })
+                .collect();
+            let order: Vec<u32> = if sort.is_empty() {
+                (0..rows.len() as u32).collect()
+            } else {
+                arrow::compute::lexsort_to_indices(&sort, None)?
+                    .values()
+                    .to_vec()
+            };
+            let texts = mysql_text(value)?;
+            let texts = texts.as_string::<i32>();
+            let mut joined: Option<String> = None;
+            for r in order {
+                let r = r as usize;
+                if texts.is_null(r) {
+                    continue;
+                }
+                match &mut joined {
+                    Some(j) => {
+                        j.push_str(seps.value(i));
+                        j.push_str(texts.value(r));
+                    }
+                    None => joined = Some(texts.value(r).to_string()),
+                }
+            }
+            out.append_option(joined);
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
     }
 }
 

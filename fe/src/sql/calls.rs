@@ -6,8 +6,11 @@
 //!        count(DISTINCT region, city), max_by(name, amount) FROM orders
 //! ```
 //!
-//! - `group_concat(x [, sep] [ORDER BY ...] [SEPARATOR sep])` is
-//!   `string_agg(tethys_text(x), sep ORDER BY ...)` (x as MySQL prints it); Doris' default
+//! - `group_concat(x [, sep] [SEPARATOR sep])` is
+//!   `string_agg(tethys_text(x), sep)` (x as MySQL prints it); with
+//!   `ORDER BY k ...` it collects `struct(k, ..., x)` with `array_agg` for
+//!   `group_concat_of`, which sorts each group's rows (DataFusion refuses two
+//!   aggregates with different orders in one query); Doris' default
 //!   separator is `', '`; NULLs are skipped, no rows give NULL.
 //! - `ndv(x)` and `approx_count_distinct(x)` are `approx_distinct(x)`.
 //! - `count(DISTINCT a, b, ...)` counts the distinct tuples with no NULL in
@@ -143,20 +146,48 @@ pub fn rewrite(e: &mut Expr) {
                 }
                 _ => true,
             });
-            let text = call(
+            let value = call(
                 tethys_common::functions::CAST_TO_TEXT,
                 vec![args[0].clone()],
             );
-            // DISTINCT needs an ORDER BY on the argument to name it as cast.
-            for c in list.clauses.iter_mut() {
-                if let FunctionArgumentClause::OrderBy(keys) = c {
-                    for k in keys.iter_mut().filter(|k| k.expr == args[0]) {
-                        k.expr = text.clone();
-                    }
-                }
+            let order_by = list.clauses.iter().find_map(|c| match c {
+                FunctionArgumentClause::OrderBy(keys) => Some(keys.clone()),
+                _ => None,
+            });
+            let Some(keys) = order_by else {
+                list.args = vec![unnamed(value), unnamed(sep)];
+                f.name = ObjectName::from(vec![Ident::new("string_agg")]);
+                return;
+            };
+            // Ordered: the rows collected with their keys, sorted per group
+            // (no ordering requirement, so differently ordered aggregates
+            // share a query). NULLs sort smallest, as in MySQL.
+            let orders: Vec<String> = keys
+                .iter()
+                .map(|k| {
+                    let asc = k.options.asc.unwrap_or(true);
+                    let nulls_first = k.options.nulls_first.unwrap_or(asc);
+                    format!(
+                        "{} nulls {}",
+                        if asc { "asc" } else { "desc" },
+                        if nulls_first { "first" } else { "last" }
+                    )
+                })
+                .collect();
+            let row = call(
+                "struct",
+                keys.iter().map(|k| k.expr.clone()).chain([value]).collect(),
+            );
+            let mut collect = call("array_agg", vec![row]);
+            if let Expr::Function(agg) = &mut collect
+                && let FunctionArguments::List(l) = &mut agg.args
+            {
+                l.duplicate_treatment = list.duplicate_treatment;
             }
-            list.args = vec![unnamed(text), unnamed(sep)];
-            f.name = ObjectName::from(vec![Ident::new("string_agg")]);
+            *e = call(
+                "group_concat_of",
+                vec![collect, sep, text(&orders.join(","))],
+            );
         }
         "ndv" | "approx_count_distinct" if args.len() == 1 => {
             f.name = ObjectName::from(vec![Ident::new("approx_distinct")]);
@@ -455,7 +486,9 @@ mod tests {
         .expect("parses")
         .to_string();
         assert!(
-            s.contains("string_agg(DISTINCT tethys_text(a), ';' ORDER BY tethys_text(a))"),
+            s.contains(
+                "group_concat_of(array_agg(DISTINCT struct(a, tethys_text(a))), ';', 'asc nulls first')"
+            ),
             "{s}"
         );
         assert!(s.contains("string_agg(tethys_text(b), ', ')"), "{s}");
