@@ -10,6 +10,7 @@ mod calendar;
 mod collected;
 mod date_arith;
 mod datetime;
+mod encoding;
 pub mod hll;
 mod math;
 mod misc;
@@ -89,6 +90,7 @@ pub fn all_udfs() -> Vec<Arc<ScalarUDF>> {
     v.extend(url::udfs());
     v.extend(time_round::udfs());
     v.extend(collected::udfs());
+    v.extend(encoding::udfs());
     v.push(text::cast_to_text_udf());
     v.extend(bitmap::udfs());
     v.extend(hll::udfs());

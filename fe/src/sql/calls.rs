@@ -38,6 +38,9 @@
 //! - `greatest` / `least` are NULL when any argument is (DataFusion's
 //!   skip NULLs); `log(x)` is `ln(x)`; `mod(a, b)` is `a % b`; `sign` is
 //!   `signum`; `array_size` and `size` are `cardinality`.
+//! - MySQL's `space(n)`, `dayname`, `monthname`, `weekday`, `pmod`,
+//!   `strcmp`, `field(x, a, b, ...)` and `sha2(s, bits)` (bits a literal)
+//!   in terms of the planner's functions.
 //! - `stddev` / `std` / `variance` / `covar` are the population ones, as in
 //!   MySQL and Doris (DataFusion's `stddev` and `covar` are the sample ones).
 //! - `struct(a, b)` names its fields `col1`, `col2` as Doris does.
@@ -69,6 +72,11 @@ fn plain_args(list: &FunctionArgumentList) -> Option<Vec<Expr>> {
             _ => None,
         })
         .collect()
+}
+
+/// An integer literal.
+fn number(n: i64) -> Expr {
+    Expr::value(Value::Number(n.to_string(), false))
 }
 
 /// A string literal.
@@ -285,6 +293,111 @@ pub fn rewrite(e: &mut Expr) {
             *e = null_if_any_null(&args, Expr::Function(f.clone()));
         }
         "log" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("ln")]),
+        "space" if args.len() == 1 => *e = call("repeat", vec![text(" "), args[0].clone()]),
+        "dayname" if args.len() == 1 => {
+            *e = call("date_format", vec![args[0].clone(), text("%W")]);
+        }
+        "monthname" if args.len() == 1 => {
+            *e = call("date_format", vec![args[0].clone(), text("%M")]);
+        }
+        // Monday 0 .. Sunday 6 (dayofweek is Sunday 1 .. Saturday 7).
+        "weekday" if args.len() == 1 => {
+            *e = Expr::Nested(Box::new(Expr::BinaryOp {
+                left: Box::new(Expr::Nested(Box::new(Expr::BinaryOp {
+                    left: Box::new(call("dayofweek", vec![args[0].clone()])),
+                    op: BinaryOperator::Plus,
+                    right: Box::new(number(5)),
+                }))),
+                op: BinaryOperator::Modulo,
+                right: Box::new(number(7)),
+            }));
+        }
+        // ((a % b) + b) % b: the remainder with b's sign.
+        "pmod" if args.len() == 2 => {
+            let rem = |l: Expr| Expr::BinaryOp {
+                left: Box::new(l),
+                op: BinaryOperator::Modulo,
+                right: Box::new(args[1].clone()),
+            };
+            *e = Expr::Nested(Box::new(rem(Expr::Nested(Box::new(Expr::BinaryOp {
+                left: Box::new(Expr::Nested(Box::new(rem(args[0].clone())))),
+                op: BinaryOperator::Plus,
+                right: Box::new(args[1].clone()),
+            })))));
+        }
+        "strcmp" if args.len() == 2 => {
+            let cmp = |op| Expr::BinaryOp {
+                left: Box::new(args[0].clone()),
+                op,
+                right: Box::new(args[1].clone()),
+            };
+            *e = null_if_any_null(
+                &args,
+                Expr::Case {
+                    case_token:
+                        datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    end_token:
+                        datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    operand: None,
+                    conditions: vec![
+                        datafusion::sql::sqlparser::ast::CaseWhen {
+                            condition: cmp(BinaryOperator::Lt),
+                            result: number(-1),
+                        },
+                        datafusion::sql::sqlparser::ast::CaseWhen {
+                            condition: cmp(BinaryOperator::Gt),
+                            result: number(1),
+                        },
+                    ],
+                    else_result: Some(Box::new(number(0))),
+                },
+            );
+        }
+        // field(x, a, b, ...): the position of x among a, b, ... (0 if absent).
+        "field" if args.len() >= 2 => {
+            let conditions = args[1..]
+                .iter()
+                .enumerate()
+                .map(|(i, s)| datafusion::sql::sqlparser::ast::CaseWhen {
+                    condition: Expr::BinaryOp {
+                        left: Box::new(args[0].clone()),
+                        op: BinaryOperator::Eq,
+                        right: Box::new(s.clone()),
+                    },
+                    result: number(i as i64 + 1),
+                })
+                .collect();
+            *e = Expr::Case {
+                case_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                end_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                operand: None,
+                conditions,
+                else_result: Some(Box::new(number(0))),
+            };
+        }
+        // sha2(s, bits): MySQL's lower-case hex digest (0 is 256 bits).
+        "sha2" if args.len() == 2 => {
+            let bits = match &args[1] {
+                Expr::Value(v) => match &v.value {
+                    Value::Number(n, _) => n.clone(),
+                    _ => return,
+                },
+                _ => return,
+            };
+            let digest = match bits.as_str() {
+                "224" => "sha224",
+                "256" | "0" => "sha256",
+                "384" => "sha384",
+                "512" => "sha512",
+                _ => return,
+            };
+            *e = call(
+                "encode",
+                vec![call(digest, vec![args[0].clone()]), text("hex")],
+            );
+        }
         "array_size" | "size" if args.len() == 1 => {
             f.name = ObjectName::from(vec![Ident::new("cardinality")]);
         }
