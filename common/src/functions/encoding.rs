@@ -43,7 +43,7 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
 
 /// The bytes `s` spells in hex, as text; `''` when `s` is not hex.
 pub fn unhex(s: &str) -> String {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return String::new();
     }
     let bytes: Option<Vec<u8>> = (0..s.len())
