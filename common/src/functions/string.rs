@@ -68,6 +68,10 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
         TextFn::udf("append_trailing_char_if_absent", 2, 2, |a| {
             Ok(append_trailing_char_if_absent(a[0], a[1]))
         }),
+        Arc::new(ScalarUDF::from(ConcatWs {
+            inner: datafusion::functions::string::concat_ws(),
+            join: datafusion::functions_nested::string::array_to_string_udf(),
+        })),
         Arc::new(ScalarUDF::from(SplitByString {
             signature: Signature::exact(
                 vec![DataType::Utf8, DataType::Utf8],
@@ -179,6 +183,71 @@ pub fn append_trailing_char_if_absent(s: &str, c: &str) -> Option<String> {
         return Some(s.to_string());
     }
     Some(format!("{s}{c}"))
+}
+
+/// `concat_ws(sep, s1, s2, ...)`, and Doris' `concat_ws(sep, array)`:
+/// the array's strings joined, NULLs skipped (DataFusion's wrote the array's
+/// text, `[d, is]`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ConcatWs {
+    inner: Arc<ScalarUDF>,
+    join: Arc<ScalarUDF>,
+}
+
+fn joins_an_array(types: &[DataType]) -> bool {
+    matches!(
+        types,
+        [
+            _,
+            DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _)
+        ]
+    )
+}
+
+impl ScalarUDFImpl for ConcatWs {
+    fn name(&self) -> &str {
+        "concat_ws"
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        if joins_an_array(arg_types) {
+            return Ok(vec![DataType::Utf8, arg_types[1].clone()]);
+        }
+        self.inner.coerce_types(arg_types)
+    }
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        if !joins_an_array(&types) {
+            return self.inner.invoke_with_args(args);
+        }
+        let ScalarFunctionArgs {
+            args: values,
+            arg_fields,
+            number_rows,
+            return_field,
+            config_options,
+        } = args;
+        let [sep, list] = <[ColumnarValue; 2]>::try_from(values).map_err(|_| {
+            datafusion::error::DataFusionError::Execution("concat_ws: two arguments".into())
+        })?;
+        let fields = vec![arg_fields[1].clone(), arg_fields[0].clone()];
+        self.join.invoke_with_args(ScalarFunctionArgs {
+            args: vec![list, sep],
+            arg_fields: fields,
+            number_rows,
+            return_field,
+            config_options,
+        })
+    }
 }
 
 /// Doris' `split_by_string(s, separator)`: the pieces as an ARRAY (an

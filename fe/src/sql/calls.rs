@@ -38,7 +38,7 @@
 //! - `greatest` / `least` are NULL when any argument is (DataFusion's
 //!   skip NULLs); `log(x)` is `ln(x)`; `mod(a, b)` is `a % b`; `sign` is
 //!   `signum`; `array_size` and `size` are `cardinality`.
-//! - MySQL's `space(n)`, `dayname`, `monthname`, `weekday`, `pmod`,
+//! - Doris' `null_or_empty(s)` / `not_null_or_empty(s)`; MySQL's `space(n)`, `dayname`, `monthname`, `weekday`, `pmod`,
 //!   `strcmp`, `field(x, a, b, ...)` and `sha2(s, bits)` (bits a literal)
 //!   in terms of the planner's functions.
 //! - `stddev` / `std` / `variance` / `covar` are the population ones, as in
@@ -293,6 +293,25 @@ pub fn rewrite(e: &mut Expr) {
             *e = null_if_any_null(&args, Expr::Function(f.clone()));
         }
         "log" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("ln")]),
+        "null_or_empty" | "not_null_or_empty" if args.len() == 1 => {
+            let empty = Expr::BinaryOp {
+                left: Box::new(Expr::IsNull(Box::new(args[0].clone()))),
+                op: BinaryOperator::Or,
+                right: Box::new(Expr::BinaryOp {
+                    left: Box::new(args[0].clone()),
+                    op: BinaryOperator::Eq,
+                    right: Box::new(text("")),
+                }),
+            };
+            *e = if name == "null_or_empty" {
+                Expr::Nested(Box::new(empty))
+            } else {
+                Expr::UnaryOp {
+                    op: datafusion::sql::sqlparser::ast::UnaryOperator::Not,
+                    expr: Box::new(Expr::Nested(Box::new(empty))),
+                }
+            };
+        }
         "space" if args.len() == 1 => *e = call("repeat", vec![text(" "), args[0].clone()]),
         "dayname" if args.len() == 1 => {
             *e = call("date_format", vec![args[0].clone(), text("%W")]);
