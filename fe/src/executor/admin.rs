@@ -1,0 +1,95 @@
+//! ADMIN COMPACT, ANALYZE, DROP STATS and KILL.
+
+use std::sync::Arc;
+
+use tethys_common::{Result, TethysError};
+
+use crate::ddl;
+use crate::frontend::Frontend;
+use crate::planner;
+use crate::session::Session;
+use crate::sql::statement::{AnalyzeTarget, Statement};
+
+use super::{Output, ok, table_snapshot};
+
+/// Runs one of the statements this module's doc names.
+pub(super) async fn execute(
+    fe: &Arc<Frontend>,
+    session: &mut Session,
+    stmt: Statement,
+) -> Result<Output> {
+    let sdb = session.database.clone();
+    match stmt {
+        Statement::AdminCompact {
+            db,
+            table,
+            partition,
+            kind,
+        } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let t = table_snapshot(fe, &db, &table)?;
+            if let Some(p) = &partition {
+                t.existing_partition(p)?;
+            }
+            let tablets: Vec<_> = t
+                .partitions
+                .iter()
+                .filter(|p| {
+                    partition
+                        .as_ref()
+                        .is_none_or(|n| n.eq_ignore_ascii_case(&p.name))
+                })
+                .flat_map(|p| p.tablets.iter().cloned())
+                .collect();
+            let r = planner::stats::compact_tablets(fe, &tablets, &kind).await?;
+            Ok(Output::Ok {
+                affected: 0,
+                info: format!(
+                    "{} compactions merged {} rowsets of {} rows into {} rows",
+                    r.compactions, r.input_rowsets, r.input_rows, r.output_rows
+                ),
+            })
+        }
+        Statement::Analyze { target, columns } => {
+            let started = std::time::Instant::now();
+            let tables = match target {
+                AnalyzeTarget::Table { db, name } => vec![(ddl::resolve_db(&sdb, &db)?, name)],
+                AnalyzeTarget::Database(db) => {
+                    let state = fe.catalog.read();
+                    let d = state
+                        .database(&db)
+                        .ok_or_else(|| TethysError::UnknownDatabase(db.clone()))?;
+                    let names = d.tables.keys().cloned().collect::<Vec<_>>();
+                    names.into_iter().map(|t| (d.name.clone(), t)).collect()
+                }
+            };
+            let (mut cols, mut rows) = (0, 0);
+            for (db, table) in &tables {
+                let a = crate::analyze::analyze_table(fe, session, db, table, &columns).await?;
+                cols += a.columns;
+                rows += a.rows;
+            }
+            Ok(Output::Ok {
+                affected: 0,
+                info: format!(
+                    "analyzed {cols} columns of {} tables ({rows} rows) in {} ms",
+                    tables.len(),
+                    started.elapsed().as_millis()
+                ),
+            })
+        }
+        Statement::DropStats { db, table, columns } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            crate::analyze::drop_stats(fe, &db, &table, &columns)?;
+            Ok(ok())
+        }
+        Statement::Kill { connection, id } => {
+            let target = fe
+                .conn(id as u32)
+                .ok_or_else(|| TethysError::Analysis(format!("Unknown thread id: {id}")))?;
+            target.kill(connection);
+            Ok(ok())
+        }
+        other => Err(super::not_in_family("admin", &other)),
+    }
+}

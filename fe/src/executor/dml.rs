@@ -1,0 +1,51 @@
+//! DELETE and UPDATE, which Tethys runs as loads (`crate::dml`).
+
+use std::sync::Arc;
+
+use tethys_common::Result;
+
+use crate::ddl;
+use crate::frontend::Frontend;
+use crate::session::Session;
+use crate::sql::statement::Statement;
+
+use super::query::{run_query, run_query_as};
+use super::{Output, table_snapshot};
+
+/// Runs one of the statements this module's doc names.
+pub(super) async fn execute(
+    fe: &Arc<Frontend>,
+    session: &mut Session,
+    stmt: Statement,
+) -> Result<Output> {
+    let sdb = session.database.clone();
+    match stmt {
+        Statement::Delete {
+            db,
+            table,
+            partitions,
+            condition,
+        } => {
+            let db = ddl::resolve_db(&sdb, &db)?;
+            let t = table_snapshot(fe, &db, &table)?;
+            // Merge-on-write UNIQUE tables delete rows by key: the matching
+            // rows are loaded back as deletes of their keys.
+            if let Some(insert) = crate::dml::delete_as_insert(&db, &t, &partitions, &condition)? {
+                return run_query_as(fe, session, &insert, None, true).await;
+            }
+            let d = crate::dml::delete(fe, &db, &t, &partitions, &condition).await?;
+            Ok(Output::Ok {
+                affected: 0,
+                info: format!(
+                    "{{'label':'{}', 'status':'VISIBLE', 'txnId':'{}'}}",
+                    d.label, d.txn_id
+                ),
+            })
+        }
+        Statement::Update(sql) => {
+            let insert = crate::dml::update_as_insert(&sql, &sdb, fe)?;
+            run_query(fe, session, &insert, None).await
+        }
+        other => Err(super::not_in_family("dml", &other)),
+    }
+}

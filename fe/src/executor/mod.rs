@@ -1,0 +1,189 @@
+//! Runs one statement for a session and produces what the protocol layer
+//! sends back: an OK with affected rows, or a stream of result batches.
+
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use tethys_common::{Result, TethysError};
+
+use crate::frontend::Frontend;
+use crate::planner::StatementCtx;
+use crate::session::Session;
+use crate::sql::statement::Statement;
+
+mod admin;
+mod ddl;
+mod dml;
+mod query;
+mod session;
+mod show;
+
+pub(crate) use query::{collect_query, result_schema};
+pub(crate) use show::filtered_nullable;
+pub use show::like_match;
+
+/// What a statement returns.
+pub enum Output {
+    Ok { affected: u64, info: String },
+    Rows(SendableRecordBatchStream),
+}
+
+fn ok() -> Output {
+    Output::Ok {
+        affected: 0,
+        info: String::new(),
+    }
+}
+
+/// A result of string columns.
+pub(crate) fn string_rows(columns: &[&str], rows: Vec<Vec<String>>) -> Result<Output> {
+    nullable_string_rows(
+        columns,
+        rows.into_iter()
+            .map(|r| r.into_iter().map(Some).collect())
+            .collect(),
+    )
+}
+
+/// A result of string columns that may hold NULLs.
+pub(crate) fn nullable_string_rows(
+    columns: &[&str],
+    rows: Vec<Vec<Option<String>>>,
+) -> Result<Output> {
+    let schema: SchemaRef = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|c| Field::new(*c, DataType::Utf8, true))
+            .collect::<Vec<_>>(),
+    ));
+    let arrays: Vec<ArrayRef> = (0..columns.len())
+        .map(|i| {
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| r[i].clone()).collect::<Vec<_>>(),
+            )) as ArrayRef
+        })
+        .collect();
+    let batch = RecordBatch::try_new(schema.clone(), arrays)?;
+    Ok(Output::Rows(Box::pin(RecordBatchStreamAdapter::new(
+        schema,
+        futures::stream::once(async move { Ok(batch) }),
+    ))))
+}
+
+/// Runs one statement for a session: each family of statements has its
+/// module (`query`, `ddl`, `dml`, `admin`, `show`, `session`).
+pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement) -> Result<Output> {
+    use Statement as S;
+    fe.queries
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    session.take_assigned();
+    match &stmt {
+        S::Empty => Ok(ok()),
+        S::Query(_) | S::Insert { .. } | S::Explain { .. } => {
+            query::execute(fe, session, stmt).await
+        }
+        S::CreateDatabase { .. }
+        | S::DropDatabase { .. }
+        | S::CreateTable(_)
+        | S::DropTable { .. }
+        | S::TruncateTable { .. }
+        | S::AddPartition { .. }
+        | S::DropPartition { .. }
+        | S::SetTableProperties { .. } => ddl::execute(fe, session, stmt).await,
+        S::Delete { .. } | S::Update(_) => dml::execute(fe, session, stmt).await,
+        S::AdminCompact { .. } | S::Analyze { .. } | S::DropStats { .. } | S::Kill { .. } => {
+            admin::execute(fe, session, stmt).await
+        }
+        S::Use(_)
+        | S::Prepare { .. }
+        | S::ExecutePrepared { .. }
+        | S::Deallocate(_)
+        | S::Set(_)
+        | S::Begin
+        | S::Commit
+        | S::Rollback => session::execute(fe, session, stmt).await,
+        S::ShowColumnStats { .. }
+        | S::ShowDatabases(_)
+        | S::ShowMeta(_)
+        | S::ShowCreateTable { .. }
+        | S::ShowCreateDatabase(_)
+        | S::Describe { .. }
+        | S::ShowPartitions { .. }
+        | S::ShowTablets { .. }
+        | S::ShowVariables { .. }
+        | S::ShowQueryProfile { .. }
+        | S::ShowProcessList
+        | S::ShowBackends
+        | S::ShowFrontends
+        | S::ShowTransaction { .. }
+        | S::ShowLoad { .. }
+        | S::ShowEmpty { .. }
+        | S::ShowEngines => show::execute(fe, session, stmt).await,
+    }
+}
+
+/// A statement handed to a family module that does not run it: a
+/// dispatcher bug, reported rather than a panic.
+fn not_in_family(family: &str, stmt: &Statement) -> TethysError {
+    TethysError::Internal(format!("the {family} statements do not include {stmt:?}"))
+}
+
+pub(super) fn statement_ctx(
+    fe: &Frontend,
+    session: &Session,
+    label: Option<String>,
+) -> StatementCtx {
+    StatementCtx {
+        query_id: fe.next_query_id(),
+        label,
+        batch_size: session.vars.batch_size(),
+        time_zone: session.vars.time_zone(),
+        mem_limit: session.vars.exec_mem_limit(),
+        outcome: Mutex::new(None),
+        group_commit: None,
+        insert_timeout_secs: session.vars.insert_timeout_secs(),
+        runtime_filter_max_in: session.vars.runtime_filter_max_in(),
+        runtime_filter_wait_ms: session.vars.runtime_filter_wait_ms(),
+        delete_rows: false,
+        partial_columns: vec![],
+        partial_strict: false,
+    }
+}
+
+pub(crate) fn table_snapshot(fe: &Frontend, db: &str, name: &str) -> Result<crate::catalog::Table> {
+    let state = fe.catalog.read();
+    let d = state
+        .database(db)
+        .ok_or_else(|| TethysError::UnknownDatabase(db.to_string()))?;
+    d.table(name)
+        .cloned()
+        .ok_or_else(|| TethysError::UnknownTable {
+            database: d.name.clone(),
+            table: name.to_string(),
+        })
+}
+
+pub(crate) fn fmt_time(ms: i64) -> String {
+    if ms <= 0 {
+        return "NULL".into();
+    }
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+        .map(|d| d.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|| "NULL".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::show::like_match;
+
+    #[test]
+    fn like() {
+        assert!(like_match("char%", "character_set_client"));
+        assert!(like_match("%_size", "batch_size"));
+        assert!(!like_match("batch", "batch_size"));
+        assert!(like_match("BATCH_SIZE", "batch_size"));
+    }
+}

@@ -1,0 +1,362 @@
+//! Queries, INSERTs and EXPLAIN: parsed for DataFusion, planned in the
+//! statement's session context, run, and their errors mapped to MySQL's.
+
+use std::sync::{Arc, Mutex};
+
+use arrow::datatypes::SchemaRef;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use futures::StreamExt;
+use tethys_common::{Result, TethysError};
+
+use crate::ddl;
+use crate::frontend::Frontend;
+use crate::planner::{self, explain};
+use crate::session::Session;
+use crate::sql::statement::Statement;
+
+use super::{Output, statement_ctx, string_rows, table_snapshot};
+
+/// Runs one of the statements this module's doc names.
+pub(super) async fn execute(
+    fe: &Arc<Frontend>,
+    session: &mut Session,
+    stmt: Statement,
+) -> Result<Output> {
+    match stmt {
+        Statement::Query(sql) => run_query(fe, session, &sql, None).await,
+        Statement::Insert { sql, label } => run_query(fe, session, &sql, label).await,
+        Statement::Explain {
+            sql,
+            verbose: _,
+            analyze,
+        } => {
+            let stmt = Arc::new(statement_ctx(fe, session, None));
+            let ctx = planner::statement_context(fe, session, stmt)?;
+            let parsed = crate::sql::rewrite::parse_for_datafusion(&sql)?;
+            let plan = ctx
+                .state()
+                .statement_to_plan(parsed)
+                .await
+                .map_err(|e| map_not_found(fe, session, e.into()))?;
+            let names: Vec<String> = plan
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            let df = ctx.execute_logical_plan(plan).await?;
+            let physical = df.create_physical_plan().await?;
+            let lines = if analyze {
+                // Run it to the end, rows discarded as they come.
+                let mut stream =
+                    datafusion::physical_plan::execute_stream(physical.clone(), ctx.task_ctx())?;
+                while let Some(batch) = stream.next().await {
+                    batch?;
+                }
+                explain::analyze_lines(&physical, &names)
+            } else {
+                explain::explain_lines(&physical, &names)
+            };
+            string_rows(
+                &["Explain String(Nereids Planner)"],
+                lines.into_iter().map(|l| vec![l]).collect(),
+            )
+        }
+        other => Err(super::not_in_family("query", &other)),
+    }
+}
+
+pub(super) async fn run_query(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    sql: &str,
+    label: Option<String>,
+) -> Result<Output> {
+    run_query_as(fe, session, sql, label, false).await
+}
+
+/// [`run_query`]; with `delete_rows` an INSERT's rows delete their keys.
+pub(super) async fn run_query_as(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    sql: &str,
+    label: Option<String>,
+    delete_rows: bool,
+) -> Result<Output> {
+    let started = chrono::Local::now();
+    let mut parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
+    let assigned = match &mut parsed {
+        datafusion::sql::parser::Statement::Statement(s) => crate::sql::assign::rewrite(s)?,
+        _ => vec![],
+    };
+    let mut ctx_of_stmt = statement_ctx(fe, session, label);
+    ctx_of_stmt.delete_rows = delete_rows;
+    if session
+        .vars
+        .get("enable_unique_key_partial_update")
+        .is_some_and(|v| v == "true")
+    {
+        ctx_of_stmt.partial_columns = partial_update_columns(fe, session, &parsed)?;
+        ctx_of_stmt.partial_strict = session
+            .vars
+            .get("enable_insert_strict")
+            .is_none_or(|v| v == "true");
+    }
+    // Group commit takes INSERT ... VALUES without a label, as in Doris.
+    if ctx_of_stmt.label.is_none()
+        && ctx_of_stmt.partial_columns.is_empty()
+        && crate::sql::rewrite::is_insert_values(&parsed)
+    {
+        ctx_of_stmt.group_commit = session.vars.group_commit();
+    }
+    let stmt = Arc::new(ctx_of_stmt);
+    let ctx = planner::statement_context(fe, session, stmt.clone())?;
+    let plan = ctx
+        .state()
+        .statement_to_plan(parsed)
+        .await
+        .map_err(|e| map_not_found(fe, session, e.into()))?;
+    match &plan {
+        LogicalPlan::Dml(_) => {
+            let df = ctx.execute_logical_plan(plan).await?;
+            let batches = df
+                .collect()
+                .await
+                .map_err(|e| map_not_found(fe, session, e.into()))?;
+            let affected = batches
+                .first()
+                .and_then(|b| {
+                    b.column(0)
+                        .as_any()
+                        .downcast_ref::<arrow::array::UInt64Array>()
+                        .map(|a| a.value(0))
+                })
+                .unwrap_or(0);
+            let info = match stmt
+                .outcome
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+            {
+                Some(o) => format!(
+                    "{{'label':'{}', 'status':'{}', 'txnId':'{}'}}",
+                    o.label, o.status, o.txn_id
+                ),
+                None => String::new(),
+            };
+            Ok(Output::Ok { affected, info })
+        }
+        LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) | LogicalPlan::Copy(_) => Err(
+            TethysError::NotSupported("this statement is not supported".into()),
+        ),
+        _ => {
+            let names: Vec<String> = plan
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            let df = ctx.execute_logical_plan(plan).await?;
+            let stream = if session.vars.enable_profile() {
+                let physical = df.create_physical_plan().await?;
+                let inner =
+                    datafusion::physical_plan::execute_stream(physical.clone(), ctx.task_ctx())?;
+                let pending = crate::profile::Pending {
+                    store: fe.profiles.clone(),
+                    plan: physical,
+                    names,
+                    id: stmt.query_id.clone(),
+                    start: started,
+                    user: session.user.clone(),
+                    db: session.database.clone().unwrap_or_default(),
+                    sql: sql.to_string(),
+                };
+                Box::pin(crate::profile::ProfiledStream::new(inner, pending))
+            } else {
+                df.execute_stream().await?
+            };
+            let stream = if assigned.is_empty() {
+                stream
+            } else {
+                keep_assigned(stream, assigned, session.assigned.clone())?
+            };
+            let fe2 = fe.clone();
+            let session2 = session.clone();
+            let schema = stream.schema();
+            let mapped =
+                stream.map(move |r| r.map_err(|e| map_not_found(&fe2, &session2, e.into()).into()));
+            Ok(Output::Rows(Box::pin(RecordBatchStreamAdapter::new(
+                schema, mapped,
+            ))))
+        }
+    }
+}
+
+/// Runs an internal query (such as `ANALYZE`'s aggregate) with the
+/// session's settings and returns its batches; only for small answers.
+pub(crate) async fn collect_query(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    sql: &str,
+) -> Result<Vec<arrow::array::RecordBatch>> {
+    let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
+    let stmt = Arc::new(statement_ctx(fe, session, None));
+    let ctx = planner::statement_context(fe, session, stmt)?;
+    let plan = ctx
+        .state()
+        .statement_to_plan(parsed)
+        .await
+        .map_err(|e| map_not_found(fe, session, e.into()))?;
+    Ok(ctx.execute_logical_plan(plan).await?.collect().await?)
+}
+
+/// The columns a query returns, planned but not run (COM_STMT_PREPARE);
+/// `None` for statements that return no rows or are not plain queries.
+pub(crate) async fn result_schema(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    sql: &str,
+) -> Result<Option<SchemaRef>> {
+    let Statement::Query(q) = crate::sql::parse(sql)? else {
+        return Ok(None);
+    };
+    let mut parsed = crate::sql::rewrite::parse_for_datafusion(&q)?;
+    let hidden = match &mut parsed {
+        datafusion::sql::parser::Statement::Statement(s) => crate::sql::assign::rewrite(s)?.len(),
+        _ => 0,
+    };
+    let stmt = Arc::new(statement_ctx(fe, session, None));
+    let ctx = planner::statement_context(fe, session, stmt)?;
+    let plan = ctx.state().statement_to_plan(parsed).await?;
+    if matches!(
+        plan,
+        LogicalPlan::Dml(_) | LogicalPlan::Ddl(_) | LogicalPlan::Statement(_)
+    ) {
+        return Ok(None);
+    }
+    let schema = plan.schema().as_arrow();
+    let visible: Vec<usize> = (0..schema.fields().len().saturating_sub(hidden)).collect();
+    Ok(Some(Arc::new(schema.project(&visible)?)))
+}
+
+/// Takes the hidden trailing columns of `@v := expr` (see `sql::assign`)
+/// off a result, keeping their last row's values in `sink`.
+fn keep_assigned(
+    stream: SendableRecordBatchStream,
+    vars: Vec<String>,
+    sink: Arc<Mutex<Vec<(String, datafusion::scalar::ScalarValue)>>>,
+) -> Result<SendableRecordBatchStream> {
+    let schema = stream.schema();
+    let visible = schema.fields().len().saturating_sub(vars.len());
+    let indices: Vec<usize> = (0..visible).collect();
+    let out_schema = Arc::new(schema.project(&indices)?);
+    let mapped = stream.map(move |r| {
+        let batch = r?;
+        if batch.num_rows() > 0 {
+            let last = batch.num_rows() - 1;
+            let values = vars
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    datafusion::scalar::ScalarValue::try_from_array(batch.column(visible + i), last)
+                        .map(|s| (v.clone(), s))
+                })
+                .collect::<datafusion::error::Result<Vec<_>>>()?;
+            *sink.lock().unwrap_or_else(|p| p.into_inner()) = values;
+        }
+        Ok(batch.project(&indices)?)
+    });
+    Ok(Box::pin(RecordBatchStreamAdapter::new(out_schema, mapped)))
+}
+
+/// Under `enable_unique_key_partial_update`, the table columns an INSERT
+/// with a column list gives, when its target is a merge-on-write UNIQUE
+/// table and the list leaves columns out (as in Doris, other INSERTs are
+/// ordinary ones).
+fn partial_update_columns(
+    fe: &Frontend,
+    session: &Session,
+    parsed: &datafusion::sql::parser::Statement,
+) -> Result<Vec<u32>> {
+    use datafusion::sql::sqlparser::ast::{Statement as Sql, TableObject};
+    let datafusion::sql::parser::Statement::Statement(s) = parsed else {
+        return Ok(vec![]);
+    };
+    let Sql::Insert(ins) = s.as_ref() else {
+        return Ok(vec![]);
+    };
+    if ins.columns.is_empty() {
+        return Ok(vec![]);
+    }
+    let TableObject::TableName(name) = &ins.table else {
+        return Ok(vec![]);
+    };
+    let (db, tname) = match ddl::table_name_of(name, &session.database) {
+        Ok(n) => n,
+        // A name of another shape is the planner's to refuse.
+        Err(TethysError::Syntax(_)) => return Ok(vec![]),
+        Err(e) => return Err(e),
+    };
+    let Ok(t) = table_snapshot(fe, &db, &tname) else {
+        return Ok(vec![]);
+    };
+    let s = &t.schema;
+    if s.keys_type != tethys_common::schema::KeysType::Unique || !s.merge_on_write {
+        return Ok(vec![]);
+    }
+    let mut given = vec![];
+    for c in &ins.columns {
+        let name = c.to_string();
+        let name = name.trim_matches('`');
+        let i = s.index_of(name).ok_or_else(|| {
+            TethysError::UnknownColumn(format!("Unknown column '{name}' in 'table list'"))
+        })?;
+        given.push(i as u32);
+    }
+    given.sort_unstable();
+    given.dedup();
+    if let Some(k) = (0..s.num_key_columns).find(|k| !given.contains(&(*k as u32))) {
+        return Err(TethysError::Analysis(format!(
+            "a partial column update must give every key column; {} is missing",
+            s.columns[k].name
+        )));
+    }
+    Ok(if given.len() == s.columns.len() {
+        vec![]
+    } else {
+        given
+    })
+}
+
+/// Maps DataFusion's "table not found" into the MySQL errors users expect.
+fn map_not_found(fe: &Frontend, session: &Session, e: TethysError) -> TethysError {
+    let msg = e.to_string();
+    if let Some(start) = msg.find("table '")
+        && msg.contains("not found")
+    {
+        let rest = &msg[start + 7..];
+        let name = rest.split('\'').next().unwrap_or_default();
+        let parts: Vec<&str> = name.split('.').collect();
+        let (db, table) = match parts.as_slice() {
+            [_, db, t] => (db.to_string(), t.to_string()),
+            [db, t] => (db.to_string(), t.to_string()),
+            [t] => (session.database.clone().unwrap_or_default(), t.to_string()),
+            _ => return e,
+        };
+        if db.is_empty() {
+            return TethysError::NoDatabaseSelected;
+        }
+        if !db.eq_ignore_ascii_case(crate::metadata::information_schema::NAME)
+            && fe.catalog.read().database(&db).is_none()
+        {
+            return TethysError::UnknownDatabase(db);
+        }
+        return TethysError::UnknownTable {
+            database: db,
+            table,
+        };
+    }
+    e
+}
