@@ -214,39 +214,18 @@ impl KillInfo {
     }
 }
 
-/// Splits input into complete statements; returns the unfinished rest.
+/// Takes the complete statements out of `buf`, leaving the unfinished
+/// rest; none while a quote or comment is open. The FE's splitter
+/// (`tethys_fe::sql::complete_statements`), so the shell and the server
+/// agree on where a statement ends.
 fn take_statements(buf: &mut String) -> Vec<String> {
-    let mut out = vec![];
-    let mut quote: Option<char> = None;
-    let mut start = 0;
-    let chars: Vec<(usize, char)> = buf.char_indices().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let (pos, c) = chars[i];
-        match quote {
-            Some(q) => {
-                if c == '\\' {
-                    i += 1;
-                } else if c == q {
-                    quote = None;
-                }
-            }
-            None => match c {
-                '\'' | '"' | '`' => quote = Some(c),
-                ';' => {
-                    let s = buf[start..pos].trim().to_string();
-                    if !s.is_empty() {
-                        out.push(s);
-                    }
-                    start = pos + 1;
-                }
-                _ => {}
-            },
+    match tethys_fe::sql::complete_statements(buf) {
+        Some((statements, rest_at)) => {
+            *buf = buf[rest_at..].to_string();
+            statements
         }
-        i += 1;
+        None => vec![],
     }
-    *buf = buf[start..].to_string();
-    out
 }
 
 pub async fn run(args: ShellArgs) -> ExitCode {
@@ -375,5 +354,15 @@ mod tests {
         let mut b = "select 1; select ';'\n; select".to_string();
         assert_eq!(take_statements(&mut b), vec!["select 1", "select ';'"]);
         assert_eq!(b, " select");
+        // A `;` in a comment ends nothing (the shell's own splitter cut there).
+        let mut b = "select 1 -- a; b\n, 2; select /* ; */ 3;".to_string();
+        assert_eq!(
+            take_statements(&mut b),
+            vec!["select 1 \n, 2", "select   3"]
+        );
+        // An open quote waits for more input.
+        let mut b = "select 'a;".to_string();
+        assert!(take_statements(&mut b).is_empty());
+        assert_eq!(b, "select 'a;");
     }
 }

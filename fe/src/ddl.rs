@@ -355,6 +355,40 @@ fn random_forbidden(schema: &TableSchema) -> bool {
 
 /// Validates CREATE TABLE and builds the catalog table (without ids).
 fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Result<Table> {
+    let (keys_type, key_columns) = keys_of(ct)?;
+    check_defaults(ct)?;
+    let columns = columns_of(ct, keys_type, key_columns.len())?;
+    let options = options_of(ct, state, keys_type, &columns)?;
+    let schema = TableSchema {
+        columns,
+        num_key_columns: key_columns.len(),
+        compression: options.compression,
+        bloom_filter_columns: options.bloom_filter_columns,
+        keys_type,
+        merge_on_write: options.merge_on_write,
+        disable_auto_compaction: options.disable_auto_compaction,
+    };
+    let (distribution, auto_buckets) = distribution_of(ct, &schema)?;
+    let table_id = ids.alloc();
+    let (partition_column, partitions) = partitions_of(ct, state, ids, &schema, &distribution)?;
+    Ok(Table {
+        id: table_id,
+        name: ct.name.clone(),
+        schema,
+        partition_column,
+        partitions,
+        distribution,
+        auto_buckets,
+        properties: options.properties,
+        comment: ct.comment.clone().unwrap_or_default(),
+        create_time: now_ms(),
+        column_stats: Default::default(),
+    })
+}
+
+/// The key model (Doris' default when the statement gives none) and the key
+/// columns: explicit, or the leading ones Doris picks.
+fn keys_of(ct: &CreateTable) -> Result<(KeysType, Vec<String>)> {
     let mut seen = HashSet::new();
     for c in &ct.columns {
         if !seen.insert(c.name.to_lowercase()) {
@@ -426,6 +460,11 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
             )));
         }
     }
+    Ok((keys_type, key_columns))
+}
+
+/// BITMAP_EMPTY only for BITMAP columns, and no default for HLL ones.
+fn check_defaults(ct: &CreateTable) -> Result<()> {
     for c in &ct.columns {
         let empty = c.default.as_deref() == Some("BITMAP_EMPTY");
         if c.default.is_some() && (c.column_type == ColumnType::Bitmap) != empty {
@@ -446,8 +485,13 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
             )));
         }
     }
-    let aggregations = check_aggregations(ct, keys_type, key_columns.len())?;
-    let columns: Vec<Column> = ct
+    Ok(())
+}
+
+/// The columns, each with its aggregation (none for keys).
+fn columns_of(ct: &CreateTable, keys_type: KeysType, num_keys: usize) -> Result<Vec<Column>> {
+    let aggregations = check_aggregations(ct, keys_type, num_keys)?;
+    Ok(ct
         .columns
         .iter()
         .enumerate()
@@ -455,17 +499,30 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
             name: c.name.clone(),
             column_type: c.column_type,
             nullable: c.nullable.unwrap_or(true),
-            is_key: i < key_columns.len(),
+            is_key: i < num_keys,
             default: c.default.clone(),
             comment: c.comment.clone(),
-            aggregation: if i < key_columns.len() {
-                None
-            } else {
-                aggregations[i]
-            },
+            aggregation: if i < num_keys { None } else { aggregations[i] },
         })
-        .collect();
+        .collect())
+}
 
+/// What PROPERTIES set: compression, bloom filter columns, merge-on-write,
+/// auto compaction, and the properties SHOW CREATE TABLE prints.
+struct TableOptions {
+    compression: String,
+    bloom_filter_columns: Vec<String>,
+    merge_on_write: bool,
+    disable_auto_compaction: bool,
+    properties: BTreeMap<String, String>,
+}
+
+fn options_of(
+    ct: &CreateTable,
+    state: &CatalogState,
+    keys_type: KeysType,
+    columns: &[Column],
+) -> Result<TableOptions> {
     let mut compression = "lz4".to_string();
     let mut bloom_filter_columns = vec![];
     // Doris 2.1: UNIQUE tables merge on write unless told otherwise.
@@ -504,7 +561,7 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
                 properties.insert(lk, v.to_ascii_uppercase());
             }
             "bloom_filter_columns" => {
-                bloom_filter_columns = bloom_columns(&columns, v)?;
+                bloom_filter_columns = bloom_columns(columns, v)?;
                 properties.insert(lk, v.clone());
             }
             "enable_unique_key_merge_on_write" => {
@@ -537,17 +594,21 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
             merge_on_write.to_string(),
         );
     }
-    let schema = TableSchema {
-        columns,
-        num_key_columns: key_columns.len(),
+    Ok(TableOptions {
         compression,
         bloom_filter_columns,
-        keys_type,
         merge_on_write,
         disable_auto_compaction,
-    };
-    let (distribution, auto_buckets) = match &ct.distribution {
-        Some(d) if d.hash_columns.is_empty() && random_forbidden(&schema) => {
+        properties,
+    })
+}
+
+/// DISTRIBUTED BY: hash columns (keys, where the model needs it) or random,
+/// and whether the bucket count was left to Tethys.
+fn distribution_of(ct: &CreateTable, schema: &TableSchema) -> Result<(Distribution, bool)> {
+    let keys_type = schema.keys_type;
+    Ok(match &ct.distribution {
+        Some(d) if d.hash_columns.is_empty() && random_forbidden(schema) => {
             return Err(TethysError::Analysis(format!(
                 "Should not be distributed by random when keys type is {}",
                 if keys_type == KeysType::Unique {
@@ -592,7 +653,7 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
                 d.buckets.is_none(),
             )
         }
-        None if random_forbidden(&schema) => {
+        None if random_forbidden(schema) => {
             return Err(TethysError::Analysis(format!(
                 "Create {} table should contain distribution desc",
                 keys_type.sql().replace(" KEY", "").to_lowercase()
@@ -604,8 +665,18 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
             },
             true,
         ),
-    };
-    let table_id = ids.alloc();
+    })
+}
+
+/// PARTITION BY RANGE: the partition column and the partitions (one
+/// unnamed partition for an unpartitioned table).
+fn partitions_of(
+    ct: &CreateTable,
+    state: &CatalogState,
+    ids: &mut IdGen,
+    schema: &TableSchema,
+    distribution: &Distribution,
+) -> Result<(Option<String>, Vec<Partition>)> {
     let mut partitions = vec![];
     let partition_column = match &ct.partition_column {
         Some(cols) => {
@@ -658,19 +729,7 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
             None
         }
     };
-    Ok(Table {
-        id: table_id,
-        name: ct.name.clone(),
-        schema,
-        partition_column,
-        partitions,
-        distribution,
-        auto_buckets,
-        properties,
-        comment: ct.comment.clone().unwrap_or_default(),
-        create_time: now_ms(),
-        column_stats: Default::default(),
-    })
+    Ok((partition_column, partitions))
 }
 
 /// CREATE TABLE.

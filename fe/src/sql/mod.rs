@@ -13,4 +13,4 @@ pub mod statement;
 pub mod table_functions;
 pub mod tokens;
 
-pub use statement::{Statement, parse, split_statements};
+pub use statement::{Statement, complete_statements, parse, split_statements};

@@ -217,47 +217,28 @@ fn convert_to_cast(e: &mut Expr) {
 /// `a = BINARY 'x' AND b` became `a = CAST(('x' AND b) AS BINARY)`).
 /// MariaDB Connector/ODBC's `SQLColumns` filters with `TABLE_SCHEMA = BINARY 'db'`.
 fn drop_binary_operator(sql: &str) -> std::borrow::Cow<'_, str> {
-    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    use datafusion::sql::sqlparser::tokenizer::Token;
     if !sql.to_ascii_lowercase().contains("binary") {
         return sql.into();
     }
-    let Ok(toks) = Tokenizer::new(&MySqlDialect {}, sql).tokenize_with_location() else {
+    let Some(toks) = super::tokens::with_spans(sql) else {
         return sql.into();
-    };
-    // Byte offset of each line's start, to turn (line, column) into bytes.
-    let line_starts: Vec<usize> = std::iter::once(0)
-        .chain(sql.match_indices('\n').map(|(i, _)| i + 1))
-        .collect();
-    let offset = |line: u64, col: u64| -> Option<usize> {
-        let start = *line_starts.get(line.checked_sub(1)? as usize)?;
-        let skip = col.checked_sub(1)? as usize;
-        Some(
-            start
-                + sql[start..]
-                    .char_indices()
-                    .nth(skip)
-                    .map_or(sql.len() - start, |(b, _)| b),
-        )
     };
     let mut cuts = vec![];
     let significant: Vec<_> = toks
         .iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .filter(|(t, _)| !matches!(t, Token::Whitespace(_)))
         .collect();
     for pair in significant.windows(2) {
-        if let Token::Word(w) = &pair[0].token
+        if let Token::Word(w) = &pair[0].0
             && w.quote_style.is_none()
             && w.value.eq_ignore_ascii_case("binary")
             && matches!(
-                pair[1].token,
+                pair[1].0,
                 Token::SingleQuotedString(_) | Token::DoubleQuotedString(_)
             )
-            && let (Some(a), Some(b)) = (
-                offset(pair[0].span.start.line, pair[0].span.start.column),
-                offset(pair[1].span.start.line, pair[1].span.start.column),
-            )
         {
-            cuts.push((a, b));
+            cuts.push((pair[0].1.start, pair[1].1.start));
         }
     }
     if cuts.is_empty() {

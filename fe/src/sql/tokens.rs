@@ -6,6 +6,45 @@ use datafusion::sql::sqlparser::dialect::MySqlDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use tethys_common::{Result, TethysError};
 
+/// Every token of `sql` (whitespace and comments too) with the byte range
+/// of its text; `None` when `sql` does not tokenize (an unterminated quote
+/// or comment).
+pub fn with_spans(sql: &str) -> Option<Vec<(Token, std::ops::Range<usize>)>> {
+    let toks = Tokenizer::new(&MySqlDialect {}, sql)
+        .tokenize_with_location()
+        .ok()?;
+    // Token starts come in text order: one walk over the characters turns
+    // each (line, column) into a byte offset (a per-token search was
+    // quadratic on a one-line INSERT of 20,000 rows).
+    let mut starts = Vec::with_capacity(toks.len());
+    let mut chars = sql.char_indices().peekable();
+    let (mut line, mut col) = (1u64, 1u64);
+    for t in &toks {
+        let want = (t.span.start.line, t.span.start.column);
+        while (line, col) < want {
+            match chars.next() {
+                Some((_, '\n')) => {
+                    line += 1;
+                    col = 1;
+                }
+                Some(_) => col += 1,
+                None => break,
+            }
+        }
+        starts.push(chars.peek().map_or(sql.len(), |(b, _)| *b));
+    }
+    Some(
+        toks.into_iter()
+            .enumerate()
+            .filter(|(_, t)| t.token != Token::EOF)
+            .map(|(i, t)| {
+                let end = starts.get(i + 1).copied().unwrap_or(sql.len());
+                (t.token, starts[i]..end)
+            })
+            .collect(),
+    )
+}
+
 /// Tokens of one statement, whitespace and comments removed.
 pub struct Tokens {
     toks: Vec<Token>,

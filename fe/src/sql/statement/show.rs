@@ -1,0 +1,221 @@
+//! SHOW statements, and their `LIKE` / `WHERE` filters.
+
+use tethys_common::{Result, TethysError};
+
+use crate::sql::tokens::Tokens;
+
+use super::*;
+
+pub(super) fn show_filter(t: &mut Tokens, sql: &str) -> Result<ShowFilter> {
+    if t.eat_kw("like") {
+        let like = t.string()?;
+        t.finish()?;
+        return Ok(ShowFilter {
+            like: Some(like),
+            where_sql: None,
+        });
+    }
+    if t.peek_kws(&["where"]) {
+        let at = find_top_level_kw(sql, "where").ok_or_else(|| t.unexpected("WHERE"))?;
+        let w = sql[at + 5..].trim().trim_end_matches(';').to_string();
+        return Ok(ShowFilter {
+            like: None,
+            where_sql: Some(w),
+        });
+    }
+    t.finish()?;
+    Ok(ShowFilter::default())
+}
+
+pub(super) fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
+    t.advance();
+    let full = t.eat_kw("full");
+    if t.eat_kw("databases") || t.eat_kw("schemas") {
+        return Ok(Statement::ShowDatabases(show_filter(t, sql)?));
+    }
+    if t.eat_kw("tables") {
+        let db = if t.eat_kw("from") || t.eat_kw("in") {
+            Some(t.ident()?)
+        } else {
+            None
+        };
+        return Ok(Statement::ShowMeta(ShowMeta::Tables {
+            db,
+            full,
+            filter: show_filter(t, sql)?,
+        }));
+    }
+    if t.eat_kw("triggers") {
+        let db = if t.eat_kw("from") || t.eat_kw("in") {
+            Some(t.ident()?)
+        } else {
+            None
+        };
+        return Ok(Statement::ShowMeta(ShowMeta::Triggers {
+            db,
+            filter: show_filter(t, sql)?,
+        }));
+    }
+    if t.eat_kws(&["table", "status"]) {
+        let db = if t.eat_kw("from") || t.eat_kw("in") {
+            Some(t.ident()?)
+        } else {
+            None
+        };
+        return Ok(Statement::ShowMeta(ShowMeta::TableStatus {
+            db,
+            filter: show_filter(t, sql)?,
+        }));
+    }
+    if t.eat_kws(&["create", "table"]) {
+        let (db, name) = t.object_name()?;
+        t.finish()?;
+        return Ok(Statement::ShowCreateTable { db, name });
+    }
+    if t.eat_kws(&["create", "database"]) || t.eat_kws(&["create", "schema"]) {
+        let name = t.ident()?;
+        t.finish()?;
+        return Ok(Statement::ShowCreateDatabase(name));
+    }
+    if t.eat_kw("columns") || t.eat_kw("fields") {
+        if !(t.eat_kw("from") || t.eat_kw("in")) {
+            return Err(t.unexpected("FROM"));
+        }
+        let (mut db, table) = t.object_name()?;
+        if t.eat_kw("from") || t.eat_kw("in") {
+            db = Some(t.ident()?);
+        }
+        return Ok(Statement::ShowMeta(ShowMeta::Columns {
+            db,
+            table,
+            full,
+            filter: show_filter(t, sql)?,
+        }));
+    }
+    if t.eat_kw("column") {
+        t.eat_kw("cached");
+        t.expect_kw("stats")?;
+        let (db, table) = t.object_name()?;
+        let columns = optional_ident_list(t)?;
+        t.finish()?;
+        return Ok(Statement::ShowColumnStats { db, table, columns });
+    }
+    if t.eat_kw("partitions") {
+        t.expect_kw("from")?;
+        let (db, table) = t.object_name()?;
+        t.finish()?;
+        return Ok(Statement::ShowPartitions { db, table });
+    }
+    if t.eat_kw("tablets") {
+        t.expect_kw("from")?;
+        let (db, table) = t.object_name()?;
+        let partition = if t.eat_kw("partition") {
+            Some(t.ident()?)
+        } else if t.eat_kw("partitions") {
+            t.ident_list()?.into_iter().next()
+        } else {
+            None
+        };
+        t.finish()?;
+        return Ok(Statement::ShowTablets {
+            db,
+            table,
+            partition,
+        });
+    }
+    let global = t.eat_kw("global");
+    t.eat_kw("session");
+    if t.eat_kw("variables") {
+        return Ok(Statement::ShowVariables {
+            global,
+            filter: show_filter(t, sql)?,
+        });
+    }
+    if t.eat_kw("status") {
+        return Ok(Statement::ShowMeta(ShowMeta::Status(show_filter(t, sql)?)));
+    }
+    if t.eat_kws(&["query", "profile"]) {
+        let path = if t.at_end() {
+            "/".to_string()
+        } else {
+            t.string()?
+        };
+        let id = path.trim().trim_matches('/');
+        if id.contains('/') {
+            return Err(TethysError::NotSupported(format!(
+                "profile path {path}: only \"/\" and \"/<query id>\" are supported"
+            )));
+        }
+        return Ok(Statement::ShowQueryProfile {
+            id: (!id.is_empty()).then(|| id.to_string()),
+        });
+    }
+    if t.eat_kw("processlist") {
+        return Ok(Statement::ShowProcessList);
+    }
+    if t.eat_kw("backends") {
+        return Ok(Statement::ShowBackends);
+    }
+    if t.eat_kw("frontends") {
+        return Ok(Statement::ShowFrontends);
+    }
+    if t.eat_kw("warnings") || t.eat_kw("errors") {
+        return Ok(Statement::ShowEmpty {
+            columns: vec!["Level", "Code", "Message"],
+        });
+    }
+    if t.eat_kws(&["stream", "load"]) || t.peek_kws(&["load"]) {
+        let stream = !t.eat_kw("load");
+        let db = if t.eat_kw("from") || t.eat_kw("in") {
+            Some(t.ident()?)
+        } else {
+            None
+        };
+        return Ok(Statement::ShowLoad {
+            db,
+            stream,
+            filter: show_filter(t, sql)?,
+        });
+    }
+    if t.eat_kw("transaction") {
+        let db = if t.eat_kw("from") || t.eat_kw("in") {
+            Some(t.ident()?)
+        } else {
+            None
+        };
+        let where_sql = if t.peek_kws(&["where"]) {
+            find_top_level_kw(sql, "where").map(|at| sql[at + 5..].trim().to_string())
+        } else {
+            None
+        };
+        return Ok(Statement::ShowTransaction { db, where_sql });
+    }
+    if t.eat_kw("charset") || t.eat_kws(&["character", "set"]) {
+        return Ok(Statement::ShowMeta(ShowMeta::Charset(show_filter(t, sql)?)));
+    }
+    if t.eat_kw("collation") {
+        return Ok(Statement::ShowMeta(ShowMeta::Collation(show_filter(
+            t, sql,
+        )?)));
+    }
+    if t.eat_kw("engines") {
+        return Ok(Statement::ShowEngines);
+    }
+    if t.eat_kw("index") || t.eat_kw("indexes") || t.eat_kw("keys") {
+        if !(t.eat_kw("from") || t.eat_kw("in")) {
+            return Err(t.unexpected("FROM"));
+        }
+        let (mut db, table) = t.object_name()?;
+        if t.eat_kw("from") || t.eat_kw("in") {
+            db = Some(t.ident()?);
+        }
+        return Ok(Statement::ShowMeta(ShowMeta::Index {
+            db,
+            table,
+            filter: show_filter(t, sql)?,
+        }));
+    }
+    Err(TethysError::NotSupported(format!(
+        "this SHOW statement is not supported yet: {sql}"
+    )))
+}
