@@ -21,6 +21,43 @@ use tethys_proto::{
 };
 use tonic::transport::{Channel, Endpoint};
 
+/// The `BackendService` calls, one typed method each with one error
+/// mapping ([`BackendClient::err`]): the only way the FE asks a backend
+/// for anything but fragment rows and writes.
+macro_rules! control_calls {
+    ($($(#[$doc:meta])* $name:ident($req:ident) -> $resp:ident;)*) => {
+        impl BackendClient {
+            $(
+                $(#[$doc])*
+                pub async fn $name(&self, req: tethys_proto::$req) -> Result<tethys_proto::$resp> {
+                    Ok(self.rpc().$name(req).await.map_err(|s| self.err(s))?.into_inner())
+                }
+            )*
+        }
+    };
+}
+
+control_calls! {
+    /// Whether the backend is alive, with its disk use.
+    heartbeat(HeartbeatRequest) -> HeartbeatResponse;
+    /// Creates tablets (idempotent).
+    create_tablets(CreateTabletsRequest) -> CreateTabletsResponse;
+    /// Drops tablets.
+    drop_tablets(DropTabletsRequest) -> DropTabletsResponse;
+    /// Makes a committed transaction's rowsets visible.
+    publish_version(PublishVersionRequest) -> PublishVersionResponse;
+    /// Drops a transaction's unpublished rowsets.
+    abort_txn(AbortTxnRequest) -> AbortTxnResponse;
+    /// The transactions the backend holds unpublished rowsets of.
+    pending_txns(PendingTxnsRequest) -> PendingTxnsResponse;
+    /// Row counts and sizes of tablets.
+    tablet_stats(TabletStatsRequest) -> TabletStatsResponse;
+    /// Compacts tablets now.
+    compact(CompactRequest) -> CompactResponse;
+    /// Writes a DELETE's predicate rowset.
+    write_delete(WriteDeleteRequest) -> WriteDeleteResponse;
+}
+
 /// Flight descriptor path of a group-commit write.
 pub const GROUP_COMMIT_PATH: &str = "group_commit";
 
@@ -60,8 +97,8 @@ impl BackendClient {
         Ok(BackendClient { info, channel })
     }
 
-    /// The control-plane client.
-    pub fn rpc(&self) -> BackendServiceClient<Channel> {
+    /// The control-plane client; callers use the typed calls below.
+    fn rpc(&self) -> BackendServiceClient<Channel> {
         BackendServiceClient::new(self.channel.clone())
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE)

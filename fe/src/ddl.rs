@@ -83,10 +83,7 @@ pub async fn create_tablets(
             .get(&be)
             .ok_or_else(|| TethysError::Internal(format!("backend {be} is not registered")))?;
         let c = fe.pool.get(info)?;
-        c.rpc()
-            .create_tablets(CreateTabletsRequest { tablets })
-            .await
-            .map_err(|s| c.err(s))?;
+        c.create_tablets(CreateTabletsRequest { tablets }).await?;
     }
     Ok(())
 }
@@ -105,10 +102,7 @@ pub async fn drop_tablets(fe: &Arc<Frontend>, partitions: &[Partition]) {
         if let Some(info) = backends.get(&be)
             && let Ok(c) = fe.pool.get(info)
         {
-            let _ = c
-                .rpc()
-                .drop_tablets(DropTabletsRequest { tablet_ids: ids })
-                .await;
+            let _ = c.drop_tablets(DropTabletsRequest { tablet_ids: ids }).await;
         }
     }
 }

@@ -199,7 +199,7 @@ pub async fn delete(
             conditions: pb.clone(),
         };
         async move {
-            c.rpc().write_delete(req).await.map_err(|s| c.err(s))?;
+            c.write_delete(req).await?;
             Ok(())
         }
     })

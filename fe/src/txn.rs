@@ -231,15 +231,14 @@ impl TxnManager {
         for (be, tablets) in plan.into_values() {
             let client = self.pool.get(&be)?;
             client
-                .rpc()
                 .publish_version(PublishVersionRequest { txn_id, tablets })
                 .await
-                .map_err(|s| {
+                .map_err(|e| {
                     TethysError::Backend(format!(
                         "transaction {txn_id} is committed but publishing it on backend {} failed: {}; \
                          it becomes visible when the backend is reachable again",
                         be.id,
-                        s.message()
+                        e
                     ))
                 })?;
         }
@@ -278,7 +277,7 @@ impl TxnManager {
         for be in backends {
             if let Ok(c) = self.pool.get(&be) {
                 // Best effort: a backend that misses this aborts at the next recovery.
-                let _ = c.rpc().abort_txn(AbortTxnRequest { txn_id }).await;
+                let _ = c.abort_txn(AbortTxnRequest { txn_id }).await;
             }
         }
         Ok(())
@@ -378,13 +377,7 @@ impl TxnManager {
         let backends: Vec<_> = self.catalog.read().backends.values().cloned().collect();
         for be in backends {
             let c = self.pool.get(&be)?;
-            let pending = c
-                .rpc()
-                .pending_txns(PendingTxnsRequest {})
-                .await
-                .map_err(|s| c.err(s))?
-                .into_inner()
-                .txn_ids;
+            let pending = c.pending_txns(PendingTxnsRequest {}).await?.txn_ids;
             for id in pending {
                 let state = self.catalog.read().txns.get(&id).map(|t| t.state);
                 if !matches!(
@@ -393,10 +386,7 @@ impl TxnManager {
                         | Some(TxnState::Committed)
                         | Some(TxnState::Precommitted)
                 ) {
-                    c.rpc()
-                        .abort_txn(AbortTxnRequest { txn_id: id })
-                        .await
-                        .map_err(|s| c.err(s))?;
+                    c.abort_txn(AbortTxnRequest { txn_id: id }).await?;
                 }
             }
         }

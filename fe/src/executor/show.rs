@@ -305,11 +305,9 @@ pub(super) async fn execute(
             for b in backends {
                 let alive = match fe.pool.get(&b) {
                     Ok(c) => c
-                        .rpc()
                         .heartbeat(tethys_proto::HeartbeatRequest { backend_id: b.id })
                         .await
-                        .ok()
-                        .map(|r| r.into_inner()),
+                        .ok(),
                     Err(_) => None,
                 };
                 rows.push(vec![

@@ -125,11 +125,9 @@ pub async fn tablet_stats(
 ) -> Result<HashMap<i64, TabletStat>> {
     let answers = per_backend(fe, tablets, |c, ids| async move {
         let r = c
-            .rpc()
             .tablet_stats(TabletStatsRequest { tablet_ids: ids })
-            .await
-            .map_err(|s| c.err(s))?;
-        Ok(r.into_inner().tablets)
+            .await?;
+        Ok(r.tablets)
     })
     .await?;
     Ok(answers
@@ -151,8 +149,7 @@ pub async fn compact_tablets(
             tablet_ids: ids,
             kind: kind.to_string(),
         };
-        let r = c.rpc().compact(req).await.map_err(|s| c.err(s))?;
-        Ok(r.into_inner())
+        c.compact(req).await
     })
     .await?;
     let mut total = tethys_proto::CompactResponse::default();
