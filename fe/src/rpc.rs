@@ -276,8 +276,8 @@ impl FrontendService for FrontendRpc {
             .iter()
             .map(|p| (r.table_id, *p))
             .collect();
-        let state = match r.action.as_str() {
-            "COMMIT" => match self.fe.txn.commit_and_publish(r.txn_id, &touched).await {
+        let state = match r.action() {
+            LoadAction::Commit => match self.fe.txn.commit_and_publish(r.txn_id, &touched).await {
                 Ok(()) => TxnState::Visible,
                 Err(e) => {
                     let state = self.fe.catalog.read().txns.get(&r.txn_id).map(|t| t.state);
@@ -290,11 +290,11 @@ impl FrontendService for FrontendRpc {
                     }
                 }
             },
-            "PRECOMMIT" => {
+            LoadAction::Precommit => {
                 self.fe.txn.precommit(r.txn_id, &touched).map_err(status)?;
                 TxnState::Precommitted
             }
-            "ABORT" => {
+            LoadAction::Abort => {
                 self.fe
                     .txn
                     .abort(r.txn_id, &r.reason)
@@ -302,10 +302,10 @@ impl FrontendService for FrontendRpc {
                     .map_err(status)?;
                 TxnState::Aborted
             }
-            other => {
-                return Err(Status::invalid_argument(format!(
-                    "unknown load action {other}"
-                )));
+            LoadAction::Unspecified => {
+                return Err(Status::invalid_argument(
+                    "a load's finish names no action (COMMIT, PRECOMMIT or ABORT)",
+                ));
             }
         };
         Ok(Response::new(FinishLoadResponse {

@@ -25,7 +25,9 @@ use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use tethys_common::{Result, TethysError};
-use tethys_proto::{BeginGroupCommitRequest, FinishLoadRequest, LoadPlanPb, LoadStatsPb};
+use tethys_proto::{
+    BeginGroupCommitRequest, FinishLoadRequest, LoadAction, LoadPlanPb, LoadStatsPb,
+};
 use tokio::sync::{Notify, OwnedRwLockReadGuard, RwLock, watch};
 
 use super::wal::{self, WalHeader, WalReader, WalWriter};
@@ -296,7 +298,7 @@ async fn abort(be: &Backend, txn_id: i64, reason: &str) {
         let _ = fe
             .finish_load(FinishLoadRequest {
                 txn_id,
-                action: "ABORT".into(),
+                action: LoadAction::Abort.into(),
                 reason: reason.to_string(),
                 ..Default::default()
             })
@@ -401,7 +403,7 @@ async fn write_and_commit(
     txn_id: i64,
     plan: &LoadPlanPb,
 ) -> Result<()> {
-    let finish = |action: &str, touched: Vec<i64>, stats: LoadStatsPb| FinishLoadRequest {
+    let finish = |action: LoadAction, touched: Vec<i64>, stats: LoadStatsPb| FinishLoadRequest {
         txn_id,
         action: action.into(),
         reason: String::new(),
@@ -436,9 +438,9 @@ async fn write_and_commit(
         ..Default::default()
     };
     let action = if writer.loaded == 0 {
-        "ABORT"
+        LoadAction::Abort
     } else {
-        "COMMIT"
+        LoadAction::Commit
     };
     fe.finish_load(finish(
         action,

@@ -17,7 +17,7 @@ use tethys_common::config::ROWS_PER_PAGE;
 use tethys_common::routing::Router;
 use tethys_common::schema::TableSchema;
 use tethys_common::{Result, TethysError};
-use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadPlanPb, LoadStatsPb};
+use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadAction, LoadPlanPb, LoadStatsPb};
 
 use super::convert::{Converter, SourceSpec};
 use super::group_commit::{GroupMode, Member};
@@ -340,7 +340,7 @@ pub async fn stream_load(
             let _ = fe
                 .finish_load(FinishLoadRequest {
                     txn_id,
-                    action: "ABORT".into(),
+                    action: LoadAction::Abort.into(),
                     reason,
                     stats: Some(stats),
                     ..Default::default()
@@ -361,9 +361,9 @@ pub async fn stream_load(
         Ok(Sink::Tablets(writer)) => {
             let t = Instant::now();
             let action = if opts.two_phase_commit {
-                "PRECOMMIT"
+                LoadAction::Precommit
             } else {
-                "COMMIT"
+                LoadAction::Commit
             };
             let r = fe
                 .finish_load(FinishLoadRequest {

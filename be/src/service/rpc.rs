@@ -198,12 +198,16 @@ impl BackendService for BackendRpc {
         req: Request<CompactRequest>,
     ) -> Result<Response<CompactResponse>, Status> {
         let req = req.into_inner();
-        let kind = CompactionKind::parse(&req.kind).ok_or_else(|| {
-            Status::invalid_argument(format!(
-                "unknown compaction type '{}': cumulative, base or full",
-                req.kind
-            ))
-        })?;
+        let kind = match req.kind() {
+            tethys_proto::CompactionType::Cumulative => CompactionKind::Cumulative,
+            tethys_proto::CompactionType::Base => CompactionKind::Base,
+            tethys_proto::CompactionType::Full => CompactionKind::Full,
+            tethys_proto::CompactionType::Unspecified => {
+                return Err(Status::invalid_argument(
+                    "a compaction names no type (cumulative, base or full)",
+                ));
+            }
+        };
         let done = self
             .blocking(move |b| {
                 let mut all = vec![];

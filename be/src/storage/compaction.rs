@@ -56,18 +56,6 @@ pub enum CompactionKind {
     Full,
 }
 
-impl CompactionKind {
-    /// Parses `'cumulative'`, `'base'` or `'full'`.
-    pub fn parse(s: &str) -> Option<CompactionKind> {
-        match s.to_ascii_lowercase().as_str() {
-            "cumulative" => Some(CompactionKind::Cumulative),
-            "base" => Some(CompactionKind::Base),
-            "full" => Some(CompactionKind::Full),
-            _ => None,
-        }
-    }
-}
-
 /// What one compaction did.
 #[derive(Debug, Clone, Copy)]
 pub struct CompactionOutcome {

@@ -137,17 +137,28 @@ pub async fn tablet_stats(
         .collect())
 }
 
-/// Compacts `tablets` on their backends (`kind`: cumulative, base or full)
-/// and adds up what the backends did.
+/// Compacts `tablets` on their backends (`kind`: cumulative, base or full,
+/// as ADMIN COMPACT spells it) and adds up what the backends did.
 pub async fn compact_tablets(
     fe: &Arc<Frontend>,
     tablets: &[TabletRef],
     kind: &str,
 ) -> Result<tethys_proto::CompactResponse> {
+    use tethys_proto::CompactionType;
+    let kind = match kind.to_ascii_lowercase().as_str() {
+        "cumulative" => CompactionType::Cumulative,
+        "base" => CompactionType::Base,
+        "full" => CompactionType::Full,
+        other => {
+            return Err(tethys_common::TethysError::Analysis(format!(
+                "unknown compaction type '{other}': cumulative, base or full"
+            )));
+        }
+    };
     let answers = per_backend(fe, tablets, |c, ids| async move {
         let req = tethys_proto::CompactRequest {
             tablet_ids: ids,
-            kind: kind.to_string(),
+            kind: kind.into(),
         };
         c.compact(req).await
     })
