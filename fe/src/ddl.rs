@@ -801,21 +801,6 @@ pub async fn drop_table(
     Ok(())
 }
 
-fn find_table<'a>(
-    state: &'a CatalogState,
-    db: &str,
-    name: &str,
-) -> Result<(&'a Database, &'a Table)> {
-    let d = state
-        .database(db)
-        .ok_or_else(|| TethysError::UnknownDatabase(db.to_string()))?;
-    let t = d.table(name).ok_or_else(|| TethysError::UnknownTable {
-        database: d.name.clone(),
-        table: name.to_string(),
-    })?;
-    Ok((d, t))
-}
-
 /// TRUNCATE TABLE: the chosen partitions get new, empty tablets.
 pub async fn truncate_table(
     fe: &Arc<Frontend>,
@@ -826,7 +811,7 @@ pub async fn truncate_table(
 ) -> Result<()> {
     let db = resolve_db(session_db, db)?;
     let (table, old, new) = fe.catalog.mutate(|state, ids| {
-        let (d, t) = find_table(state, &db, name)?;
+        let (d, t) = state.find_table(&db, name)?;
         for p in only {
             t.existing_partition(p)?;
         }
@@ -913,7 +898,7 @@ pub fn set_table_properties(
         }
     }
     fe.catalog.mutate(|state, _| {
-        let (d, t) = find_table(state, &db, table)?;
+        let (d, t) = state.find_table(&db, table)?;
         Ok((
             EditOp::SetTableProperties {
                 db: d.name.clone(),
@@ -935,7 +920,7 @@ pub async fn add_partition(
 ) -> Result<()> {
     let db = resolve_db(session_db, db)?;
     let added = fe.catalog.mutate(|state, ids| {
-        let (d, t) = find_table(state, &db, table)?;
+        let (d, t) = state.find_table(&db, table)?;
         let ty = t.partition_column_type().ok_or_else(|| {
             TethysError::Analysis(format!(
                 "Table {} is not partitioned; it cannot get partitions",
@@ -992,7 +977,7 @@ pub async fn drop_partition(
 ) -> Result<()> {
     let db = resolve_db(session_db, db)?;
     let dropped = fe.catalog.mutate(|state, _| {
-        let (d, t) = find_table(state, &db, table)?;
+        let (d, t) = state.find_table(&db, table)?;
         if t.partition_column.is_none() {
             return Err(TethysError::Analysis(format!(
                 "Table {} is not partitioned",

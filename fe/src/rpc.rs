@@ -141,12 +141,12 @@ impl FrontendRpc {
         table: &str,
     ) -> Result<(Table, Vec<crate::catalog::BackendInfo>, String), Status> {
         let s = self.fe.catalog.read();
-        let d = s
-            .database(db)
-            .ok_or_else(|| Status::not_found(format!("unknown database, database={db}")))?;
-        let t = d
-            .table(table)
-            .ok_or_else(|| Status::not_found(format!("unknown table, table={table}")))?;
+        let (d, t) = s.find_table(db, table).map_err(|e| match e {
+            TethysError::UnknownDatabase(_) => {
+                Status::not_found(format!("unknown database, database={db}"))
+            }
+            _ => Status::not_found(format!("unknown table, table={table}")),
+        })?;
         Ok((
             t.clone(),
             s.backends.values().cloned().collect(),

@@ -386,6 +386,21 @@ impl CatalogState {
         })
     }
 
+    /// A table and its database, or MySQL's error for whichever is missing:
+    /// the one catalog lookup the statements, loads and RPCs share.
+    pub fn find_table(&self, db: &str, name: &str) -> tethys_common::Result<(&Database, &Table)> {
+        let d = self
+            .database(db)
+            .ok_or_else(|| tethys_common::TethysError::UnknownDatabase(db.to_string()))?;
+        let t = d
+            .table(name)
+            .ok_or_else(|| tethys_common::TethysError::UnknownTable {
+                database: d.name.clone(),
+                table: name.to_string(),
+            })?;
+        Ok((d, t))
+    }
+
     pub fn database_mut(&mut self, name: &str) -> Option<&mut Database> {
         let key = self.database(name)?.name.clone();
         self.databases.get_mut(&key)

@@ -154,16 +154,7 @@ pub(super) fn statement_ctx(
 }
 
 pub(crate) fn table_snapshot(fe: &Frontend, db: &str, name: &str) -> Result<crate::catalog::Table> {
-    let state = fe.catalog.read();
-    let d = state
-        .database(db)
-        .ok_or_else(|| TethysError::UnknownDatabase(db.to_string()))?;
-    d.table(name)
-        .cloned()
-        .ok_or_else(|| TethysError::UnknownTable {
-            database: d.name.clone(),
-            table: name.to_string(),
-        })
+    Ok(fe.catalog.read().find_table(db, name)?.1.clone())
 }
 
 pub(crate) fn fmt_time(ms: i64) -> String {
