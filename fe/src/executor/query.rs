@@ -32,14 +32,9 @@ pub(super) async fn execute(
             verbose: _,
             analyze,
         } => {
-            let stmt = Arc::new(statement_ctx(fe, session, None));
-            let ctx = planner::statement_context(fe, session, stmt)?;
             let parsed = crate::sql::rewrite::parse_for_datafusion(&sql)?;
-            let plan = ctx
-                .state()
-                .statement_to_plan(parsed)
-                .await
-                .map_err(|e| map_not_found(fe, session, e.into()))?;
+            let stmt = Arc::new(statement_ctx(fe, session, None));
+            let (ctx, plan) = plan(fe, session, stmt, parsed).await?;
             let names: Vec<String> = plan
                 .schema()
                 .fields()
@@ -112,12 +107,7 @@ pub(super) async fn run_query_as(
         ctx_of_stmt.group_commit = session.vars.group_commit();
     }
     let stmt = Arc::new(ctx_of_stmt);
-    let ctx = planner::statement_context(fe, session, stmt.clone())?;
-    let plan = ctx
-        .state()
-        .statement_to_plan(parsed)
-        .await
-        .map_err(|e| map_not_found(fe, session, e.into()))?;
+    let (ctx, plan) = plan(fe, session, stmt.clone(), parsed).await?;
     match &plan {
         LogicalPlan::Dml(_) => {
             let df = ctx.execute_logical_plan(plan).await?;
@@ -194,6 +184,25 @@ pub(super) async fn run_query_as(
     }
 }
 
+/// A parsed statement planned in its own statement context, DataFusion's
+/// "table not found" mapped to MySQL's errors: the one parse -> context ->
+/// plan sequence every query path (SELECT, INSERT, EXPLAIN, internal
+/// queries, COM_STMT_PREPARE's columns) goes through.
+async fn plan(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    stmt: Arc<crate::planner::StatementCtx>,
+    parsed: datafusion::sql::parser::Statement,
+) -> Result<(datafusion::prelude::SessionContext, LogicalPlan)> {
+    let ctx = planner::statement_context(fe, session, stmt)?;
+    let plan = ctx
+        .state()
+        .statement_to_plan(parsed)
+        .await
+        .map_err(|e| map_not_found(fe, session, e.into()))?;
+    Ok((ctx, plan))
+}
+
 /// Runs an internal query (such as `ANALYZE`'s aggregate) with the
 /// session's settings and returns its batches; only for small answers.
 pub(crate) async fn collect_query(
@@ -203,12 +212,7 @@ pub(crate) async fn collect_query(
 ) -> Result<Vec<arrow::array::RecordBatch>> {
     let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
     let stmt = Arc::new(statement_ctx(fe, session, None));
-    let ctx = planner::statement_context(fe, session, stmt)?;
-    let plan = ctx
-        .state()
-        .statement_to_plan(parsed)
-        .await
-        .map_err(|e| map_not_found(fe, session, e.into()))?;
+    let (ctx, plan) = plan(fe, session, stmt, parsed).await?;
     Ok(ctx.execute_logical_plan(plan).await?.collect().await?)
 }
 
@@ -228,8 +232,7 @@ pub(crate) async fn result_schema(
         _ => 0,
     };
     let stmt = Arc::new(statement_ctx(fe, session, None));
-    let ctx = planner::statement_context(fe, session, stmt)?;
-    let plan = ctx.state().statement_to_plan(parsed).await?;
+    let (_, plan) = plan(fe, session, stmt, parsed).await?;
     if matches!(
         plan,
         LogicalPlan::Dml(_) | LogicalPlan::Ddl(_) | LogicalPlan::Statement(_)
