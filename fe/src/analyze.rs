@@ -199,7 +199,7 @@ pub async fn analyze_table(
     table: &str,
     columns: &[String],
 ) -> Result<Analyzed> {
-    let t = crate::executor::table_snapshot(fe, db, table)?;
+    let t = fe.catalog.read().find_table(db, table)?.1.clone();
     let cols = analyzable(&t, columns)?;
     if cols.is_empty() {
         return Ok(Analyzed {
@@ -208,7 +208,7 @@ pub async fn analyze_table(
         });
     }
     let sql = stats_query(db, &t.name, &cols);
-    let batches = crate::executor::collect_query(fe, session, &sql).await?;
+    let batches = crate::planner::run::collect_query(fe, session, &sql).await?;
     let batch = batches
         .iter()
         .find(|b| b.num_rows() > 0)
@@ -291,7 +291,7 @@ pub async fn auto_analyze(fe: &Arc<Frontend>) -> usize {
 
 /// `DROP STATS db.table [(columns)]`.
 pub fn drop_stats(fe: &Frontend, db: &str, table: &str, columns: &[String]) -> Result<()> {
-    let t = crate::executor::table_snapshot(fe, db, table)?;
+    let t = fe.catalog.read().find_table(db, table)?.1.clone();
     let (db, table, columns) = (db.to_string(), t.name, columns.to_vec());
     fe.catalog
         .mutate(|_, _| Ok((EditOp::DropColumnStats { db, table, columns }, ())))
@@ -344,7 +344,7 @@ pub fn show_rows(t: &Table, columns: &[String]) -> Vec<Vec<String>> {
                 "FUNDAMENTALS".into(),
                 "MANUAL".into(),
                 "0".into(),
-                crate::executor::fmt_time(s.updated_time),
+                crate::metadata::fmt_time(s.updated_time),
             ])
         })
         .collect()

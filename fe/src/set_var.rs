@@ -17,9 +17,9 @@ use datafusion::scalar::ScalarValue;
 use tethys_common::{Result, TethysError};
 
 use crate::catalog::journal::EditOp;
-use crate::executor::collect_query;
 use crate::frontend::Frontend;
 use crate::metadata::charsets;
+use crate::planner::run::collect_query;
 use crate::session::{Session, Variables};
 use crate::sql::set::{SetItem, SetScope, SetStatement, SetValue};
 

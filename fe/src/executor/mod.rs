@@ -1,7 +1,7 @@
 //! Runs one statement for a session and produces what the protocol layer
 //! sends back: an OK with affected rows, or a stream of result batches.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -10,7 +10,6 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use tethys_common::{Result, TethysError};
 
 use crate::frontend::Frontend;
-use crate::planner::StatementCtx;
 use crate::session::Session;
 use crate::sql::statement::Statement;
 
@@ -21,7 +20,7 @@ mod query;
 mod session;
 mod show;
 
-pub(crate) use query::{collect_query, result_schema};
+pub(crate) use query::result_schema;
 pub(crate) use show::filtered_nullable;
 pub use show::like_match;
 
@@ -131,39 +130,8 @@ fn not_in_family(family: &str, stmt: &Statement) -> TethysError {
     TethysError::Internal(format!("the {family} statements do not include {stmt:?}"))
 }
 
-pub(super) fn statement_ctx(
-    fe: &Frontend,
-    session: &Session,
-    label: Option<String>,
-) -> StatementCtx {
-    StatementCtx {
-        query_id: fe.next_query_id(),
-        label,
-        batch_size: session.vars.batch_size(),
-        time_zone: session.vars.time_zone(),
-        mem_limit: session.vars.exec_mem_limit(),
-        outcome: Mutex::new(None),
-        group_commit: None,
-        insert_timeout_secs: session.vars.insert_timeout_secs(),
-        runtime_filter_max_in: session.vars.runtime_filter_max_in(),
-        runtime_filter_wait_ms: session.vars.runtime_filter_wait_ms(),
-        delete_rows: false,
-        partial_columns: vec![],
-        partial_strict: false,
-    }
-}
-
 pub(crate) fn table_snapshot(fe: &Frontend, db: &str, name: &str) -> Result<crate::catalog::Table> {
     Ok(fe.catalog.read().find_table(db, name)?.1.clone())
-}
-
-pub(crate) fn fmt_time(ms: i64) -> String {
-    if ms <= 0 {
-        return "NULL".into();
-    }
-    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
-        .map(|d| d.format("%Y-%m-%d %H:%M:%S").to_string())
-        .unwrap_or_else(|| "NULL".into())
 }
 
 #[cfg(test)]

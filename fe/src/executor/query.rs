@@ -12,11 +12,12 @@ use tethys_common::{Result, TethysError};
 
 use crate::ddl;
 use crate::frontend::Frontend;
-use crate::planner::{self, explain};
+use crate::planner::explain;
 use crate::session::Session;
 use crate::sql::statement::Statement;
 
-use super::{Output, statement_ctx, string_rows, table_snapshot};
+use super::{Output, string_rows, table_snapshot};
+use crate::planner::run::{map_not_found, plan, statement_ctx};
 
 /// Runs one of the statements this module's doc names.
 pub(super) async fn execute(
@@ -184,38 +185,6 @@ pub(super) async fn run_query_as(
     }
 }
 
-/// A parsed statement planned in its own statement context, DataFusion's
-/// "table not found" mapped to MySQL's errors: the one parse -> context ->
-/// plan sequence every query path (SELECT, INSERT, EXPLAIN, internal
-/// queries, COM_STMT_PREPARE's columns) goes through.
-async fn plan(
-    fe: &Arc<Frontend>,
-    session: &Session,
-    stmt: Arc<crate::planner::StatementCtx>,
-    parsed: datafusion::sql::parser::Statement,
-) -> Result<(datafusion::prelude::SessionContext, LogicalPlan)> {
-    let ctx = planner::statement_context(fe, session, stmt)?;
-    let plan = ctx
-        .state()
-        .statement_to_plan(parsed)
-        .await
-        .map_err(|e| map_not_found(fe, session, e.into()))?;
-    Ok((ctx, plan))
-}
-
-/// Runs an internal query (such as `ANALYZE`'s aggregate) with the
-/// session's settings and returns its batches; only for small answers.
-pub(crate) async fn collect_query(
-    fe: &Arc<Frontend>,
-    session: &Session,
-    sql: &str,
-) -> Result<Vec<arrow::array::RecordBatch>> {
-    let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
-    let stmt = Arc::new(statement_ctx(fe, session, None));
-    let (ctx, plan) = plan(fe, session, stmt, parsed).await?;
-    Ok(ctx.execute_logical_plan(plan).await?.collect().await?)
-}
-
 /// The columns a query returns, planned but not run (COM_STMT_PREPARE);
 /// `None` for statements that return no rows or are not plain queries.
 pub(crate) async fn result_schema(
@@ -331,35 +300,4 @@ fn partial_update_columns(
     } else {
         given
     })
-}
-
-/// Maps DataFusion's "table not found" into the MySQL errors users expect.
-fn map_not_found(fe: &Frontend, session: &Session, e: TethysError) -> TethysError {
-    let msg = e.to_string();
-    if let Some(start) = msg.find("table '")
-        && msg.contains("not found")
-    {
-        let rest = &msg[start + 7..];
-        let name = rest.split('\'').next().unwrap_or_default();
-        let parts: Vec<&str> = name.split('.').collect();
-        let (db, table) = match parts.as_slice() {
-            [_, db, t] => (db.to_string(), t.to_string()),
-            [db, t] => (db.to_string(), t.to_string()),
-            [t] => (session.database.clone().unwrap_or_default(), t.to_string()),
-            _ => return e,
-        };
-        if db.is_empty() {
-            return TethysError::NoDatabaseSelected;
-        }
-        if !db.eq_ignore_ascii_case(crate::metadata::information_schema::NAME)
-            && fe.catalog.read().database(&db).is_none()
-        {
-            return TethysError::UnknownDatabase(db);
-        }
-        return TethysError::UnknownTable {
-            database: db,
-            table,
-        };
-    }
-    e
 }

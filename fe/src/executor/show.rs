@@ -16,7 +16,8 @@ use crate::planner;
 use crate::session::Session;
 use crate::sql::statement::{ShowFilter, Statement};
 
-use super::{Output, fmt_time, nullable_string_rows, string_rows, table_snapshot};
+use super::{Output, nullable_string_rows, string_rows, table_snapshot};
+use crate::metadata::fmt_time;
 
 /// Runs one of the statements this module's doc names.
 pub(super) async fn execute(

@@ -677,7 +677,7 @@ fn text(v: &V) -> Option<String> {
     match v {
         V::S(s) => Some(s.clone()),
         V::I(n) => Some(n.to_string()),
-        V::T(ms) => Some(crate::executor::fmt_time(*ms)),
+        V::T(ms) => Some(super::fmt_time(*ms)),
         V::Null => None,
     }
 }

@@ -12,6 +12,7 @@ pub mod join_keys;
 pub mod join_order;
 pub mod join_reorder;
 pub mod remote;
+pub mod run;
 pub mod runtime_filter;
 pub mod selectivity;
 pub mod sink;
