@@ -134,12 +134,17 @@ pub fn compile(
                 .filter(|t| !t.is_object())
         })
         .collect();
-    let mut texts: Vec<(Option<usize>, &str)> = derived
+    // Each header expression with the function checks and Doris rewrites
+    // of a query's, once (the loop below may plan them several times).
+    let mut texts: Vec<(Option<usize>, String)> = derived
         .iter()
-        .map(|(name, text)| (table.schema.index_of(name), text.as_str()))
-        .collect();
+        .map(|(name, text)| {
+            let text = crate::sql::rewrite::expr_for_datafusion(text)?;
+            Ok((table.schema.index_of(name), text))
+        })
+        .collect::<Result<_>>()?;
     if !where_expr.trim().is_empty() {
-        texts.push((None, where_expr));
+        texts.push((None, crate::sql::rewrite::expr_for_datafusion(where_expr)?));
     }
     for _ in 0..=sources.len() {
         let schema = Schema::new(
@@ -160,8 +165,7 @@ pub fn compile(
         let mut where_bytes = vec![];
         let mut retry = false;
         for (target, text) in &texts {
-            let text = crate::sql::rewrite::expr_for_datafusion(text)?;
-            let e: Expr = ctx.parse_sql_expr(&text, &df).map_err(|e| {
+            let e: Expr = ctx.parse_sql_expr(text, &df).map_err(|e| {
                 TethysError::Analysis(format!("cannot use the columns / where headers: {e}"))
             })?;
             let typed = match target {

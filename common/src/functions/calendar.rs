@@ -50,7 +50,8 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     .collect()
 }
 
-fn date32(d: NaiveDate) -> i32 {
+/// A date as Arrow's Date32: days since 1970-01-01.
+pub(super) fn date32(d: NaiveDate) -> i32 {
     d.num_days_from_ce() - EPOCH_CE
 }
 

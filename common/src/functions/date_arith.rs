@@ -17,7 +17,7 @@ use arrow::datatypes::{
     DataType, Date32Type, Field, FieldRef, Int64Type, IntervalMonthDayNanoType, TimeUnit,
     TimestampMicrosecondType,
 };
-use chrono::{DateTime, Datelike, Months, NaiveDate, NaiveDateTime, TimeDelta};
+use chrono::{DateTime, Datelike, Months, NaiveDateTime, TimeDelta};
 use datafusion::common::{ScalarValue, exec_err, plan_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::{
@@ -186,16 +186,10 @@ impl ScalarUDFImpl for DateArithFn {
         Ok(Arc::new(Field::new(self.name(), t, true)))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let [value, by] = args.args.as_slice() else {
+        let (constant, arrays) = super::constant_or_arrays(&args)?;
+        let [value, by] = arrays.as_slice() else {
             return exec_err!("{} takes two arguments", self.name);
         };
-        let all_scalar = matches!(
-            (value, by),
-            (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_))
-        );
-        let value = value.to_array(n)?;
-        let by = by.to_array(n)?;
         // Each row's step as (months, days, microseconds).
         let steps: Vec<Option<(i64, i64, i64)>> = match by.data_type() {
             DataType::Interval(_) => cast(
@@ -237,7 +231,7 @@ impl ScalarUDFImpl for DateArithFn {
                         let (m, dd, _) = (*s)?;
                         let date = Date32Type::to_naive_date_opt(d?)?;
                         let shifted = shift(date.and_time(chrono::NaiveTime::MIN), m, dd, 0)?;
-                        Some(days_since_epoch(shifted.date()))
+                        Some(super::calendar::date32(shifted.date()))
                     })
                     .collect();
                 Arc::new(out)
@@ -258,10 +252,7 @@ impl ScalarUDFImpl for DateArithFn {
             }
             t => return exec_err!("{} cannot return {t}", self.name),
         };
-        if all_scalar {
-            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?));
-        }
-        Ok(ColumnarValue::Array(out))
+        super::constant_or_array(constant, out)
     }
 }
 
@@ -278,10 +269,6 @@ fn shift(at: NaiveDateTime, months: i64, days: i64, micros: i64) -> Option<Naive
         .checked_add_signed(TimeDelta::try_days(days)?)?
         .checked_add_signed(TimeDelta::microseconds(micros))?;
     (0..=9999).contains(&at.year()).then_some(at)
-}
-
-fn days_since_epoch(d: NaiveDate) -> i32 {
-    d.num_days_from_ce() - 719_163
 }
 
 #[cfg(test)]
@@ -315,7 +302,9 @@ mod tests {
         assert_eq!(shift(dt("2024-01-01 00:00:00"), i64::MAX, 0, 0), None);
         assert_eq!(shift(dt("2024-01-01 00:00:00"), 0, i64::MAX, 0), None);
         assert_eq!(
-            days_since_epoch(NaiveDate::from_ymd_opt(1970, 1, 2).unwrap()),
+            crate::functions::calendar::date32(
+                chrono::NaiveDate::from_ymd_opt(1970, 1, 2).unwrap()
+            ),
             1
         );
     }

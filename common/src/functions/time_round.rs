@@ -208,7 +208,7 @@ impl ScalarUDFImpl for TimeRound {
         let out: ArrayRef = match args.return_field.data_type() {
             DataType::Date32 => Arc::new(
                 rounded
-                    .map(|t| t.map(|t| t.date().num_days_from_ce() - 719_163))
+                    .map(|t| t.map(|t| super::calendar::date32(t.date())))
                     .collect::<Date32Array>(),
             ),
             DataType::Timestamp(_, _) => Arc::new(

@@ -31,6 +31,16 @@ pub fn complete_statements(sql: &str) -> Option<(Vec<String>, usize)> {
 /// last statement needs no `;`. Text that does not tokenize is one
 /// statement (its parser reports the error).
 pub fn split_statements(sql: &str) -> Vec<String> {
+    // Most statements hold no `;` and no comment: nothing to cut, and no
+    // need to tokenize what the parser tokenizes again (a 20,000-row INSERT).
+    if !sql.contains([';', '#']) && !sql.contains("--") && !sql.contains("/*") {
+        let whole = sql.trim();
+        return if whole.is_empty() {
+            vec![]
+        } else {
+            vec![whole.to_string()]
+        };
+    }
     let Some((mut out, rest_at)) = complete_statements(sql) else {
         let whole = sql.trim();
         return if whole.is_empty() {
