@@ -4,10 +4,15 @@
 //! ([`storage`]), runs the DataFusion plan fragments the FE sends it
 //! ([`exec`]), and speaks only the gRPC / Arrow Flight services of
 //! `tethys-proto` ([`service`]). It never sees SQL.
+//!
+//! Layers, each importing only those below it:
+//! `service` -> `node` -> `exec` | `load` -> `storage`.
 
 pub mod exec;
 pub mod load;
+pub mod node;
 pub mod service;
 pub mod storage;
 
-pub use service::{Backend, BackendConfig, BoundListeners, bind, serve};
+pub use node::{Backend, BackendConfig};
+pub use service::{BoundListeners, bind, serve};

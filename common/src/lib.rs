@@ -16,6 +16,7 @@ pub mod net;
 pub mod plan;
 pub mod routing;
 pub mod schema;
+pub mod ship;
 pub mod types;
 
 pub use error::{Result, TethysError};

@@ -3,12 +3,16 @@
 //! row maps to the same tablet across restarts and versions).
 //!
 //! The FE routes INSERT rows and a coordinator BE routes Stream Load rows with
-//! the same [`Router`], so a row lands in the same tablet either way.
+//! the same [`Router`], built the one way from the table's load plan
+//! ([`Router::of_plan`]), so a row lands in the same tablet either way.
 
 use std::collections::HashMap;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::compute::take_record_batch;
+use tethys_proto::{Int128Pb, LoadPlanPb};
+
+use crate::{Result, TethysError};
 use arrow::datatypes::{
     DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
     Int64Type, TimestampMicrosecondType,
@@ -148,8 +152,61 @@ pub struct Router {
     seq: usize,
 }
 
+/// A 128-bit partition bound as the load plan carries it.
+pub fn int128_pb(v: i128) -> Int128Pb {
+    Int128Pb {
+        hi: (v >> 64) as i64,
+        lo: v as u64,
+    }
+}
+
+fn int128_of(v: &Int128Pb) -> i128 {
+    ((v.hi as i128) << 64) | v.lo as i128
+}
+
 impl Router {
-    pub fn new(
+    /// The router of a table's load plan, limited to the named partitions
+    /// (a Stream Load `partitions` header) when given.
+    pub fn of_plan(plan: &LoadPlanPb, only: Option<&[String]>) -> Result<Router> {
+        let named = |name: &str| {
+            only.is_none_or(|names| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+        };
+        if let Some(unknown) = only.into_iter().flatten().find(|n| {
+            !plan
+                .partitions
+                .iter()
+                .any(|p| p.name.eq_ignore_ascii_case(n))
+        }) {
+            return Err(TethysError::Analysis(format!(
+                "unknown partition: {unknown}"
+            )));
+        }
+        let partitions = plan
+            .partitions
+            .iter()
+            .filter(|p| named(&p.name))
+            .map(|p| PartitionRoute {
+                partition_id: p.partition_id,
+                lower: p.lower.as_ref().map(int128_of),
+                upper: p.upper.as_ref().map(int128_of),
+                tablets: p
+                    .tablet_ids
+                    .iter()
+                    .copied()
+                    .zip(p.backend_ids.iter().copied())
+                    .collect(),
+            })
+            .collect();
+        let buckets = if plan.random_buckets {
+            BucketRule::Random
+        } else {
+            BucketRule::Hash(plan.hash_columns.iter().map(|c| *c as usize).collect())
+        };
+        let column = usize::try_from(plan.partition_column).ok();
+        Ok(Router::new(column, partitions, buckets))
+    }
+
+    fn new(
         partition_column: Option<usize>,
         partitions: Vec<PartitionRoute>,
         buckets: BucketRule,
@@ -321,5 +378,45 @@ mod router_tests {
         let with_one: Vec<_> = routed.iter().filter(|r| r.partition_id == 1).collect();
         assert_eq!(with_one.len(), 1);
         assert_eq!(with_one[0].batch.num_rows(), 2);
+    }
+
+    #[test]
+    fn plan_bounds_keep_all_128_bits() {
+        for v in [
+            0i128,
+            -1,
+            1,
+            i64::MIN as i128 - 7,
+            i128::MAX,
+            i128::MIN,
+            20_240_101,
+        ] {
+            assert_eq!(int128_of(&int128_pb(v)), v);
+        }
+    }
+
+    #[test]
+    fn a_plan_limited_to_an_unknown_partition_is_refused() {
+        let plan = LoadPlanPb {
+            partition_column: -1,
+            partitions: vec![tethys_proto::PartitionRoutePb {
+                partition_id: 1,
+                name: "p1".into(),
+                tablet_ids: vec![10],
+                backend_ids: vec![1],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let only = vec!["P1".to_string()];
+        assert_eq!(
+            Router::of_plan(&plan, Some(&only))
+                .unwrap()
+                .partitions
+                .len(),
+            1
+        );
+        let e = Router::of_plan(&plan, Some(&["p2".to_string()])).unwrap_err();
+        assert!(e.to_string().contains("unknown partition: p2"), "{e}");
     }
 }

@@ -44,8 +44,8 @@ fn authenticate(user: &str, password: &str) -> Result<(), Status> {
 
 /// The load plan of a table: schema, partitions, buckets and tablet locations.
 pub fn load_plan(db: &str, t: &Table, backends: &[crate::catalog::BackendInfo]) -> LoadPlanPb {
-    let text = |b: Bound| match b {
-        Bound::Value(v) => Some(v.to_string()),
+    let bound = |b: Bound| match b {
+        Bound::Value(v) => Some(tethys_common::routing::int128_pb(v)),
         _ => None,
     };
     LoadPlanPb {
@@ -62,8 +62,8 @@ pub fn load_plan(db: &str, t: &Table, backends: &[crate::catalog::BackendInfo]) 
             .iter()
             .map(|p| PartitionRoutePb {
                 partition_id: p.id,
-                lower: p.range.and_then(|r| text(r.0)),
-                upper: p.range.and_then(|r| text(r.1)),
+                lower: p.range.and_then(|r| bound(r.0)),
+                upper: p.range.and_then(|r| bound(r.1)),
                 tablet_ids: p.tablets.iter().map(|x| x.id).collect(),
                 backend_ids: p.tablets.iter().map(|x| x.backend_id).collect(),
                 name: p.name.clone(),

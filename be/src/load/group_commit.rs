@@ -30,9 +30,11 @@ use tethys_proto::{
 };
 use tokio::sync::{Notify, OwnedRwLockReadGuard, RwLock, watch};
 
+use tethys_common::routing::Router;
+use tethys_common::ship::RowShipper;
+
+use super::LoadContext;
 use super::wal::{self, WalHeader, WalReader, WalWriter};
-use super::writer::{TabletWriter, router_of};
-use crate::service::Backend;
 
 /// How a load joins a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,11 +71,11 @@ pub struct GroupCommits {
 
 /// One group: a transaction, its WAL and the loads writing to it.
 #[derive(Debug)]
-pub struct Group {
+struct Group {
     /// `group_commit_<hex>_<hex>`.
-    pub label: String,
+    label: String,
     /// The transaction the group began with (reported to its loads).
-    pub txn_id: i64,
+    txn_id: i64,
     table_id: i64,
     plan: LoadPlanPb,
     wal: Arc<Mutex<WalWriter>>,
@@ -85,8 +87,8 @@ pub struct Group {
 }
 
 /// A load's place in a group; keeps the group open until it finishes.
-pub struct Member {
-    pub group: Arc<Group>,
+struct Member {
+    group: Arc<Group>,
     request: u64,
     _gate: OwnedRwLockReadGuard<bool>,
 }
@@ -103,7 +105,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 
 impl Member {
     /// Appends rows (in the table's schema) to the group's WAL.
-    pub async fn append(&self, batch: RecordBatch) -> Result<()> {
+    async fn append(&self, batch: RecordBatch) -> Result<()> {
         let wal = self.group.wal.clone();
         let req = self.request;
         blocking(move || lock(&wal).data(req, &batch)).await
@@ -111,7 +113,7 @@ impl Member {
 
     /// Marks this load's rows complete and durable, and leaves the group.
     /// The receiver tells when the group is visible (or failed for good).
-    pub async fn finish(self) -> Result<watch::Receiver<Outcome>> {
+    async fn finish(self) -> Result<watch::Receiver<Outcome>> {
         let wal = self.group.wal.clone();
         let req = self.request;
         let bytes = blocking(move || {
@@ -128,8 +130,68 @@ impl Member {
     }
 }
 
+/// One load's rows going into its table's group commit: a Stream Load with
+/// the `group_commit` header or an INSERT under `SET group_commit`. Rows that
+/// fit no partition are found here; the group routes the rest to tablets
+/// when it commits.
+pub struct GroupLoad {
+    member: Member,
+    router: Router,
+}
+
+impl GroupLoad {
+    /// Joins the open group of the plan's table, the rows limited to the
+    /// named partitions when given.
+    pub async fn join(
+        ctx: &Arc<LoadContext>,
+        plan: &LoadPlanPb,
+        only: Option<&[String]>,
+    ) -> Result<GroupLoad> {
+        let router = Router::of_plan(plan, only)?;
+        let member = ctx.group_commits.join(ctx, plan).await?;
+        Ok(GroupLoad { member, router })
+    }
+
+    /// The transaction and label of the group.
+    pub fn txn(&self) -> (i64, &str) {
+        (self.member.group.txn_id, &self.member.group.label)
+    }
+
+    /// Appends the rows of `batch` that fit a partition; returns the others
+    /// as (row index, reason).
+    pub async fn append(&mut self, batch: &RecordBatch) -> Result<Vec<(usize, String)>> {
+        let rejected = self.router.unroutable(batch);
+        let kept = if rejected.is_empty() {
+            batch.clone()
+        } else {
+            let mut keep = vec![true; batch.num_rows()];
+            for (row, _) in &rejected {
+                keep[*row] = false;
+            }
+            arrow::compute::filter_record_batch(batch, &arrow::array::BooleanArray::from(keep))?
+        };
+        if kept.num_rows() > 0 {
+            self.member.append(kept).await?;
+        }
+        Ok(rejected)
+    }
+
+    /// Marks the load's rows complete and durable; in `sync_mode` waits up
+    /// to `timeout` for the group to be visible. A load dropped without
+    /// finishing leaves rows that replay and commit ignore.
+    pub async fn finish(self, mode: GroupMode, timeout: Duration) -> Result<()> {
+        let rx = self.member.finish().await?;
+        if mode == GroupMode::Sync {
+            wait_visible(rx, timeout)
+                .await
+                .map_err(TethysError::Backend)?;
+        }
+        Ok(())
+    }
+}
+
 /// Waits for a group's outcome.
-pub async fn wait_visible(
+async fn wait_visible(
     mut rx: watch::Receiver<Outcome>,
     timeout: Duration,
 ) -> std::result::Result<(), String> {
@@ -156,7 +218,7 @@ fn unavailable(what: &str, s: tonic::Status) -> TethysError {
 
 impl GroupCommits {
     /// Joins the open group of the plan's table, opening one if needed.
-    pub async fn join(&self, be: &Arc<Backend>, plan: &LoadPlanPb) -> Result<Member> {
+    async fn join(&self, be: &Arc<LoadContext>, plan: &LoadPlanPb) -> Result<Member> {
         loop {
             let group = {
                 let mut groups = self.groups.lock().await;
@@ -191,10 +253,8 @@ impl GroupCommits {
 }
 
 /// Begins a group's transaction and creates its WAL.
-async fn open_group(be: &Arc<Backend>, plan: &LoadPlanPb) -> Result<Arc<Group>> {
-    let mut fe = be
-        .frontend()
-        .ok_or_else(|| TethysError::Internal("this backend does not know its frontend".into()))?;
+async fn open_group(be: &Arc<LoadContext>, plan: &LoadPlanPb) -> Result<Arc<Group>> {
+    let mut fe = be.require_frontend()?;
     let label = format!("group_commit_{}_{}", random_hex(), random_hex());
     let r = fe
         .begin_group_commit(BeginGroupCommitRequest {
@@ -237,7 +297,7 @@ async fn open_group(be: &Arc<Backend>, plan: &LoadPlanPb) -> Result<Arc<Group>> 
 }
 
 /// Waits for the group's trigger, seals it and commits it.
-async fn run_group(be: Arc<Backend>, g: Arc<Group>, interval: Duration) {
+async fn run_group(be: Arc<LoadContext>, g: Arc<Group>, interval: Duration) {
     tokio::select! {
         _ = tokio::time::sleep(interval) => {}
         _ = g.full.notified() => {}
@@ -268,7 +328,7 @@ impl From<TethysError> for Failure {
 
 /// Commits a WAL, retrying with backoff until it is visible or cannot be.
 pub async fn commit_with_retries(
-    be: &Arc<Backend>,
+    be: &Arc<LoadContext>,
     path: &Path,
     mut txn: Option<(i64, LoadPlanPb)>,
 ) -> std::result::Result<(), String> {
@@ -293,7 +353,7 @@ pub async fn commit_with_retries(
     }
 }
 
-async fn abort(be: &Backend, txn_id: i64, reason: &str) {
+async fn abort(be: &LoadContext, txn_id: i64, reason: &str) {
     if let Some(mut fe) = be.frontend() {
         let _ = fe
             .finish_load(FinishLoadRequest {
@@ -309,7 +369,7 @@ async fn abort(be: &Backend, txn_id: i64, reason: &str) {
 /// One attempt: (re)begin the transaction unless given, write the WAL's
 /// rows to tablets, commit, delete the WAL.
 async fn commit_once(
-    be: &Arc<Backend>,
+    be: &Arc<LoadContext>,
     path: &Path,
     txn: Option<(i64, LoadPlanPb)>,
 ) -> std::result::Result<(), Failure> {
@@ -394,7 +454,7 @@ async fn next_batch(reader: &mut Option<WalReader>) -> Result<Option<RecordBatch
 }
 
 async fn write_and_commit(
-    be: &Arc<Backend>,
+    be: &Arc<LoadContext>,
     fe: &mut tethys_proto::frontend_service_client::FrontendServiceClient<
         tonic::transport::Channel,
     >,
@@ -412,7 +472,8 @@ async fn write_and_commit(
         stats: Some(stats),
     };
     let ncols = plan.schema.as_ref().map(|s| s.columns.len()).unwrap_or(0);
-    let mut writer = TabletWriter::new(be.clone(), txn_id, plan, router_of(plan, None)?);
+    let router = Router::of_plan(plan, None)?;
+    let mut writer = RowShipper::new(be.pool.clone(), txn_id, plan, router, Default::default());
     let mut total = 0u64;
     let mut filtered = 0u64;
     let mut slot = Some(reader);
@@ -427,7 +488,7 @@ async fn write_and_commit(
         total += batch.num_rows() as u64;
         filtered += writer.add(&batch).await?.len() as u64;
     }
-    writer.flush_all().await?;
+    writer.finish().await?;
     let stats = LoadStatsPb {
         table: plan.table.clone(),
         total_rows: total as i64,
@@ -454,7 +515,7 @@ async fn write_and_commit(
 
 /// Replays the WALs a previous run left behind (after a crash), one by one,
 /// in the background.
-pub fn replay_wals(be: Arc<Backend>) {
+pub fn replay_wals(be: Arc<LoadContext>) {
     let paths: Vec<PathBuf> = match wal::list(&be.root) {
         Ok(p) => p,
         Err(e) => {

@@ -16,15 +16,15 @@ use serde::Serialize;
 use tethys_common::config::ROWS_PER_PAGE;
 use tethys_common::routing::Router;
 use tethys_common::schema::TableSchema;
+use tethys_common::ship::RowShipper;
 use tethys_common::{Result, TethysError};
 use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadAction, LoadPlanPb, LoadStatsPb};
 
+use super::LoadContext;
 use super::convert::{Converter, SourceSpec};
-use super::group_commit::{GroupMode, Member};
+use super::group_commit::{GroupLoad, GroupMode};
 use super::options::LoadOptions;
 use super::parse::{BadRow, RowBlock, RowSink, RowSplitter};
-use super::writer::{TabletWriter, router_of};
-use crate::service::Backend;
 
 /// Largest body accepted (Doris' `streaming_load_max_mb`, 10 GB).
 const MAX_BODY_BYTES: u64 = 10 << 30;
@@ -100,10 +100,9 @@ fn unauthorized(msg: &str) -> Response {
 /// Where a load's converted rows go.
 enum Sink {
     /// Straight to tablets, in the load's own transaction.
-    Tablets(TabletWriter),
-    /// Into the table's group commit (the router only finds rows that fit
-    /// no partition).
-    Group(Member, Router),
+    Tablets(RowShipper),
+    /// Into the table's group commit.
+    Group(GroupLoad),
 }
 
 /// State of one running load.
@@ -149,25 +148,7 @@ impl Load {
         self.record_errors(conv.errors);
         let rejected = match &mut self.sink {
             Sink::Tablets(w) => w.add(&conv.batch).await?,
-            Sink::Group(member, router) => {
-                let rejected = router.unroutable(&conv.batch);
-                let batch = if rejected.is_empty() {
-                    conv.batch.clone()
-                } else {
-                    let mut keep = vec![true; conv.batch.num_rows()];
-                    for (row, _) in &rejected {
-                        keep[*row] = false;
-                    }
-                    arrow::compute::filter_record_batch(
-                        &conv.batch,
-                        &arrow::array::BooleanArray::from(keep),
-                    )?
-                };
-                if batch.num_rows() > 0 {
-                    member.append(batch).await?;
-                }
-                rejected
-            }
+            Sink::Group(g) => g.append(&conv.batch).await?,
         };
         self.loaded += good - rejected.len() as u64;
         if !rejected.is_empty() {
@@ -201,7 +182,7 @@ fn stats_of(resp: &LoadResponse, table: &str, user: &str) -> LoadStatsPb {
 
 /// Writes the error log of a load; returns its file name.
 fn write_error_log(
-    be: &Backend,
+    be: &LoadContext,
     txn_id: i64,
     errors: &[(String, String)],
     more: u64,
@@ -246,7 +227,7 @@ fn load_timeout(opts: &LoadOptions) -> std::time::Duration {
 
 /// `PUT /api/{db}/{table}/_stream_load`.
 pub async fn stream_load(
-    State(be): State<Arc<Backend>>,
+    State(be): State<Arc<LoadContext>>,
     Path((db, table)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
@@ -324,11 +305,14 @@ pub async fn stream_load(
     }
     resp.txn_id = begun.txn_id;
     let plan = begun.plan.unwrap_or_default();
-    let outcome = match router_of(&plan, opts.partitions.as_ref()) {
+    let outcome = match Router::of_plan(&plan, opts.partitions.as_deref()) {
         Ok(router) => {
-            let mut writer = TabletWriter::new(be.clone(), begun.txn_id, &plan, router);
-            writer.rows.delete_rows = opts.delete_rows;
-            run_load(&be, &opts, &plan, Sink::Tablets(writer), body, &mut resp).await
+            let rows = tethys_proto::WriteRequest {
+                delete_rows: opts.delete_rows,
+                ..Default::default()
+            };
+            let shipper = RowShipper::new(be.pool.clone(), begun.txn_id, &plan, router, rows);
+            run_load(&be, &opts, &plan, Sink::Tablets(shipper), body, &mut resp).await
         }
         Err(e) => Err(e),
     };
@@ -405,7 +389,7 @@ pub async fn stream_load(
 
 /// A group-commit load: rows go to the table's group on this backend.
 async fn group_load(
-    be: &Arc<Backend>,
+    be: &Arc<LoadContext>,
     opts: &LoadOptions,
     plan: &LoadPlanPb,
     mode: GroupMode,
@@ -413,22 +397,19 @@ async fn group_load(
     resp: &mut LoadResponse,
 ) {
     let t = Instant::now();
-    let joined = match router_of(plan, opts.partitions.as_ref()) {
-        Ok(router) => be.group_commits.join(be, plan).await.map(|m| (m, router)),
-        Err(e) => Err(e),
-    };
-    let (member, router) = match joined {
-        Ok(j) => j,
+    let group = match GroupLoad::join(be, plan, opts.partitions.as_deref()).await {
+        Ok(g) => g,
         Err(e) => {
             resp.message = failure_message(&e);
             return;
         }
     };
     resp.put_ms = t.elapsed().as_millis() as u64;
-    resp.txn_id = member.group.txn_id;
-    resp.label = member.group.label.clone();
-    let member = match run_load(be, opts, plan, Sink::Group(member, router), body, resp).await {
-        Ok(Sink::Group(m, _)) => m,
+    let (txn_id, label) = group.txn();
+    resp.txn_id = txn_id;
+    resp.label = label.to_string();
+    let group = match run_load(be, opts, plan, Sink::Group(group), body, resp).await {
+        Ok(Sink::Group(g)) => g,
         Ok(Sink::Tablets(_)) => {
             resp.message = "[INTERNAL_ERROR]a group commit load wrote to tablets".into();
             return;
@@ -440,21 +421,12 @@ async fn group_load(
             return;
         }
     };
-    let rx = match member.finish().await {
-        Ok(rx) => rx,
-        Err(e) => {
-            resp.message = failure_message(&e);
-            return;
-        }
-    };
-    if mode == GroupMode::Sync {
-        let t = Instant::now();
-        let waited = super::group_commit::wait_visible(rx, load_timeout(opts)).await;
-        resp.write_ms += t.elapsed().as_millis() as u64;
-        if let Err(m) = waited {
-            resp.message = format!("[INTERNAL_ERROR]{m}");
-            return;
-        }
+    let t = Instant::now();
+    let finished = group.finish(mode, load_timeout(opts)).await;
+    resp.write_ms += t.elapsed().as_millis() as u64;
+    if let Err(e) = finished {
+        resp.message = failure_message(&e);
+        return;
     }
     resp.status = "Success".into();
     resp.message = "OK".into();
@@ -463,7 +435,7 @@ async fn group_load(
 /// Reads, converts and writes the body; returns the sink, ready to be
 /// committed, or the reason the load must be aborted.
 async fn run_load(
-    be: &Arc<Backend>,
+    be: &Arc<LoadContext>,
     opts: &LoadOptions,
     plan: &LoadPlanPb,
     sink: Sink,
@@ -597,7 +569,7 @@ async fn run_load(
     }
     let write_ms = match &mut load.sink {
         Sink::Tablets(w) => {
-            if let Err(e) = w.flush_all().await {
+            if let Err(e) = w.finish().await {
                 w.drain().await;
                 return Err(e);
             }
@@ -637,7 +609,10 @@ pub struct ErrorLogQuery {
 }
 
 /// `GET /api/_load_error_log?file=...`: the bad rows of a load.
-pub async fn error_log(State(be): State<Arc<Backend>>, Query(q): Query<ErrorLogQuery>) -> Response {
+pub async fn error_log(
+    State(be): State<Arc<LoadContext>>,
+    Query(q): Query<ErrorLogQuery>,
+) -> Response {
     let ok_name = !q.file.is_empty()
         && q.file
             .chars()
@@ -658,7 +633,7 @@ pub async fn error_log(State(be): State<Arc<Backend>>, Query(q): Query<ErrorLogQ
 
 /// `PUT /api/{db}[/{table}]/_stream_load_2pc`: commit or abort a pre-committed load.
 pub async fn stream_load_2pc(
-    State(be): State<Arc<Backend>>,
+    State(be): State<Arc<LoadContext>>,
     Path(params): Path<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {

@@ -29,10 +29,11 @@ use tethys_proto::{
     WriteResponse,
 };
 
-use crate::load::group_commit::GroupMode;
+use crate::load::{GroupLoad, GroupMode};
+use tethys_common::ship::refuse_unroutable;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::Backend;
+use crate::node::Backend;
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -86,30 +87,20 @@ async fn group_commit_put(
         TethysError::Analysis("a group commit write needs sync_mode or async_mode".into())
     })?;
     let plan = req.plan.unwrap_or_default();
-    let router = crate::load::router_of(&plan, None)?;
-    let member = backend.group_commits.join(backend, &plan).await?;
+    let mut group = GroupLoad::join(&backend.loads, &plan, None).await?;
     let mut rows = 0i64;
     while let Some(b) = batches.next().await {
         let b = b.map_err(|e| TethysError::Backend(format!("receiving INSERT rows: {e}")))?;
-        if let Some((_, reason)) = router.unroutable(&b).first() {
-            return Err(TethysError::DataQuality(format!(
-                "Insert has filtered data in strict mode: {reason}"
-            )));
-        }
+        refuse_unroutable(&group.append(&b).await?)?;
         rows += b.num_rows() as i64;
-        member.append(b).await?;
     }
-    let (txn_id, label) = (member.group.txn_id, member.group.label.clone());
-    let rx = member.finish().await?;
+    let (txn_id, label) = group.txn();
+    let (txn_id, label) = (txn_id, label.to_string());
+    let timeout = std::time::Duration::from_secs(req.timeout_secs.max(1) as u64);
+    group.finish(mode, timeout).await?;
     let status = match mode {
         GroupMode::Async => "PREPARE",
-        GroupMode::Sync => {
-            let timeout = std::time::Duration::from_secs(req.timeout_secs.max(1) as u64);
-            crate::load::group_commit::wait_visible(rx, timeout)
-                .await
-                .map_err(TethysError::Backend)?;
-            "VISIBLE"
-        }
+        GroupMode::Sync => "VISIBLE",
     };
     Ok(GroupCommitWriteResponse {
         txn_id,

@@ -7,7 +7,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, put};
 
-use super::Backend;
+use crate::node::Backend;
 
 pub fn router(backend: Arc<Backend>) -> Router {
     let loads = Router::new()
@@ -25,7 +25,7 @@ pub fn router(backend: Arc<Backend>) -> Router {
         )
         .route("/api/_load_error_log", get(crate::load::error_log))
         .layer(DefaultBodyLimit::disable())
-        .with_state(backend.clone());
+        .with_state(backend.loads.clone());
     let compaction = Router::new()
         .route("/api/compaction/show", get(compaction_show))
         .with_state(backend.clone());

@@ -1,12 +1,11 @@
 //! The backend's network face: the `BackendService` control plane and the
-//! Arrow Flight data plane on one gRPC port, plus the BE HTTP port.
+//! Arrow Flight data plane on one gRPC port, plus the BE HTTP port. Each
+//! call is decoded here and handed to the node ([`crate::node::Backend`]).
 
 mod flight;
 mod http;
 mod rpc;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
@@ -14,128 +13,7 @@ use tethys_common::{Result, TethysError};
 use tethys_proto::backend_service_server::BackendServiceServer;
 use tokio::net::TcpListener;
 
-use crate::exec::FragmentExecutor;
-use crate::storage::StorageEngine;
-
-/// How to start a backend.
-#[derive(Debug, Clone)]
-pub struct BackendConfig {
-    /// Storage root (tablets live under `<root>/data`).
-    pub root: PathBuf,
-    /// gRPC address (control plane and Arrow Flight).
-    pub rpc_addr: SocketAddr,
-    /// HTTP address.
-    pub http_addr: SocketAddr,
-    /// Worker threads of the fragment execution pool (0: number of cores).
-    pub exec_threads: usize,
-    /// The FE's gRPC address (`http://host:port`), for loads this BE coordinates.
-    pub fe_rpc_url: Option<String>,
-    /// Bytes of decoded pages the storage page cache keeps (0: off).
-    pub page_cache_bytes: usize,
-    /// Bytes of merge-on-write primary-key indexes kept in memory (0: off).
-    pub key_index_cache_bytes: usize,
-    /// Background compaction settings.
-    pub compaction: crate::storage::engine::CompactionConfig,
-    /// Versions a tablet may hold before loads are refused.
-    pub max_tablet_versions: usize,
-}
-
-/// A running backend's shared state.
-pub struct Backend {
-    pub engine: Arc<StorageEngine>,
-    pub executor: Arc<FragmentExecutor>,
-    /// Storage root (error logs live under it too).
-    pub root: std::path::PathBuf,
-    /// The HTTP address, as other hosts reach it (for error log URLs).
-    pub http_addr: SocketAddr,
-    /// Clients of the backends this one writes to when coordinating a load.
-    pub pool: tethys_common::backend_client::BackendPool,
-    /// Open group commits, by table.
-    pub group_commits: crate::load::group_commit::GroupCommits,
-    fe_channel: Option<tonic::transport::Channel>,
-    exec_runtime: Option<tokio::runtime::Runtime>,
-    started_ms: i64,
-}
-
-impl std::fmt::Debug for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Backend").finish_non_exhaustive()
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        if let Some(rt) = self.exec_runtime.take() {
-            rt.shutdown_background();
-        }
-    }
-}
-
-impl Backend {
-    /// Opens the storage and builds the execution pool.
-    pub fn open(cfg: &BackendConfig) -> Result<Arc<Backend>> {
-        let engine = Arc::new(
-            StorageEngine::open(&cfg.root)?
-                .with_page_cache(cfg.page_cache_bytes)
-                .with_key_index_cache(cfg.key_index_cache_bytes)
-                .with_compaction(cfg.compaction)
-                .with_max_tablet_versions(cfg.max_tablet_versions),
-        );
-        engine.start_compaction();
-        let executor = Arc::new(FragmentExecutor::new(engine.clone())?);
-        let threads = if cfg.exec_threads == 0 {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2)
-        } else {
-            cfg.exec_threads
-        };
-        let exec_runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .thread_name("be-exec")
-            .enable_all()
-            .build()
-            .map_err(|e| TethysError::io("starting the BE execution pool", e))?;
-        let fe_channel = match &cfg.fe_rpc_url {
-            Some(url) => Some(
-                tonic::transport::Endpoint::from_shared(url.clone())
-                    .map_err(|e| TethysError::Analysis(format!("bad FE address {url}: {e}")))?
-                    .connect_timeout(std::time::Duration::from_secs(5))
-                    .connect_lazy(),
-            ),
-            None => None,
-        };
-        Ok(Arc::new(Backend {
-            engine,
-            executor,
-            root: cfg.root.clone(),
-            http_addr: cfg.http_addr,
-            pool: Default::default(),
-            group_commits: Default::default(),
-            fe_channel,
-            exec_runtime: Some(exec_runtime),
-            started_ms: chrono::Utc::now().timestamp_millis(),
-        }))
-    }
-
-    /// A client of the FE service, when this backend knows its FE.
-    pub fn frontend(
-        &self,
-    ) -> Option<
-        tethys_proto::frontend_service_client::FrontendServiceClient<tonic::transport::Channel>,
-    > {
-        self.fe_channel
-            .clone()
-            .map(tethys_proto::frontend_service_client::FrontendServiceClient::new)
-    }
-
-    fn exec_handle(&self) -> Result<tokio::runtime::Handle> {
-        self.exec_runtime
-            .as_ref()
-            .map(|r| r.handle().clone())
-            .ok_or_else(|| TethysError::Internal("backend is shutting down".into()))
-    }
-}
+use crate::node::{Backend, BackendConfig};
 
 /// A backend's RPC and HTTP ports, bound and listening.
 ///
@@ -197,7 +75,7 @@ pub async fn serve(
         },
     );
     // Group commits a crash left in their WALs are committed once the FE answers.
-    crate::load::group_commit::replay_wals(backend.clone());
+    crate::load::group_commit::replay_wals(backend.loads.clone());
     let (a, b) = tokio::join!(grpc, http);
     a.map_err(|e| TethysError::Backend(format!("BE rpc server: {e}")))?;
     b.map_err(|e| TethysError::io("BE http server", e))?;

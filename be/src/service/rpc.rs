@@ -9,7 +9,7 @@ use tethys_proto::backend_service_server::BackendService;
 use tethys_proto::*;
 use tonic::{Request, Response, Status};
 
-use super::Backend;
+use crate::node::Backend;
 
 pub struct BackendRpc {
     backend: Arc<Backend>,

@@ -230,38 +230,6 @@ impl Table {
     }
 
     /// The row router of this table (shared with Stream Load coordinators).
-    pub fn router(&self) -> tethys_common::routing::Router {
-        use tethys_common::routing::{BucketRule, PartitionRoute, Router};
-        let bound = |b: Bound| match b {
-            Bound::Value(v) => Some(v),
-            _ => None,
-        };
-        let partitions = self
-            .partitions
-            .iter()
-            .map(|p| PartitionRoute {
-                partition_id: p.id,
-                lower: p.range.and_then(|r| bound(r.0)),
-                upper: p.range.and_then(|r| bound(r.1)),
-                tablets: p.tablets.iter().map(|t| (t.id, t.backend_id)).collect(),
-            })
-            .collect();
-        let buckets = match &self.distribution {
-            Distribution::Hash { columns, .. } => BucketRule::Hash(
-                columns
-                    .iter()
-                    .filter_map(|c| self.schema.index_of(c))
-                    .collect(),
-            ),
-            Distribution::Random { .. } => BucketRule::Random,
-        };
-        let partition_column = self
-            .partition_column
-            .as_ref()
-            .and_then(|c| self.schema.index_of(c));
-        Router::new(partition_column, partitions, buckets)
-    }
-
     pub fn tablet_count(&self) -> usize {
         self.partitions.iter().map(|p| p.tablets.len()).sum()
     }

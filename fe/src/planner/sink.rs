@@ -1,13 +1,14 @@
 //! `OlapSink`: INSERT into a Tethys table as one load transaction.
 //!
 //! Rows are checked against the schema (NOT NULL, string length, BITMAP / HLL
-//! values that decode, a partition
-//! for the value), routed to tablets (partition by range, bucket by hash),
-//! buffered per tablet and sent to the tablet's backend; then the transaction
-//! is committed and published. Any failure aborts it: nothing becomes
-//! visible and the backends discard what they wrote.
+//! values that decode, a partition for the value) and handed to the one
+//! write path, [`tethys_common::ship::RowShipper`], which routes them to
+//! tablets and ships them to their backends; then the transaction is
+//! committed and published. Any failure aborts it: nothing becomes visible
+//! and the backends discard what they wrote. Under `SET group_commit` the
+//! checked rows go to a backend's group commit of the table instead.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -19,16 +20,14 @@ use datafusion::error::Result as DfResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::StreamExt;
-use tethys_common::config::SEGMENT_FLUSH_ROWS;
 use tethys_common::functions::object::ObjectKind;
+use tethys_common::routing::Router;
+use tethys_common::ship::{RowShipper, refuse_unroutable};
 use tethys_common::{Result, TethysError};
 
 use super::{InsertOutcome, StatementCtx};
 use crate::catalog::Table;
 use crate::frontend::Frontend;
-
-/// Rows buffered across all tablets before the largest buffers are sent.
-const MAX_BUFFERED_ROWS: usize = 1 << 20;
 
 #[derive(Debug)]
 pub struct OlapSink {
@@ -77,21 +76,6 @@ impl OlapSink {
 impl DisplayAs for OlapSink {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "OlapTableSink: {}.{}", self.db, self.table.name)
-    }
-}
-
-struct Buffers {
-    by_tablet: HashMap<i64, (Vec<RecordBatch>, usize)>,
-    total: usize,
-}
-
-/// Rows that fit no partition fail an INSERT (strict mode).
-fn strict(rejected: &[(usize, String)]) -> Result<()> {
-    match rejected.first() {
-        Some((_, reason)) => Err(TethysError::DataQuality(format!(
-            "Insert has filtered data in strict mode: {reason}"
-        ))),
-        None => Ok(()),
     }
 }
 
@@ -148,94 +132,56 @@ impl OlapSink {
         Ok(())
     }
 
-    async fn send(
-        &self,
-        txn_id: i64,
-        tablet_id: i64,
-        backend_id: i64,
-        batches: Vec<RecordBatch>,
-    ) -> Result<()> {
-        let be = self
-            .fe
-            .catalog
-            .read()
-            .backends
-            .get(&backend_id)
-            .cloned()
-            .ok_or_else(|| {
-                TethysError::Internal(format!("backend {backend_id} is not registered"))
-            })?;
-        self.fe
-            .pool
-            .get(&be)?
-            .write(
-                txn_id,
-                tablet_id,
-                batches,
-                &tethys_proto::WriteRequest {
-                    delete_rows: self.stmt.delete_rows,
-                    partial_columns: self.stmt.partial_columns.clone(),
-                    partial_strict: self.stmt.partial_strict,
-                    ..Default::default()
-                },
-            )
-            .await?;
-        Ok(())
+    /// The table's load plan, on the backends the catalog knows.
+    fn load_plan(&self) -> Result<(tethys_proto::LoadPlanPb, Vec<crate::catalog::BackendInfo>)> {
+        let state = self.fe.catalog.read();
+        let mut backends: Vec<_> = state.backends.values().cloned().collect();
+        backends.sort_by_key(|b| b.id);
+        if backends.is_empty() {
+            return Err(TethysError::Backend("no backend is registered".into()));
+        }
+        let plan = crate::rpc::load_plan(&self.db, &self.table, &backends);
+        Ok((plan, backends))
     }
 
+    /// Checks the rows and ships them to tablets in transaction `txn_id`;
+    /// returns the rows and the partitions they went to.
     async fn load(
         &self,
         txn_id: i64,
         mut data: SendableRecordBatchStream,
     ) -> Result<(u64, BTreeSet<(i64, i64)>)> {
-        let mut buf = Buffers {
-            by_tablet: HashMap::new(),
-            total: 0,
+        let (plan, _) = self.load_plan()?;
+        let rows = tethys_proto::WriteRequest {
+            delete_rows: self.stmt.delete_rows,
+            partial_columns: self.stmt.partial_columns.clone(),
+            partial_strict: self.stmt.partial_strict,
+            ..Default::default()
         };
-        let mut backend_of: HashMap<i64, i64> = HashMap::new();
-        let mut touched = BTreeSet::new();
-        let mut rows = 0u64;
-        let mut router = self.table.router();
-        while let Some(batch) = data.next().await {
-            let batch = batch?;
-            if batch.num_rows() == 0 {
-                continue;
-            }
-            let batch = self.checked(batch)?;
-            rows += batch.num_rows() as u64;
-            let (routed, rejected) = router.route(&batch)?;
-            strict(&rejected)?;
-            for t in routed {
-                let b = t.batch;
-                touched.insert((self.table.id, t.partition_id));
-                backend_of.insert(t.tablet_id, t.backend_id);
-                let e = buf.by_tablet.entry(t.tablet_id).or_default();
-                e.1 += b.num_rows();
-                buf.total += b.num_rows();
-                e.0.push(b);
-                if e.1 >= SEGMENT_FLUSH_ROWS {
-                    let (batches, n) = std::mem::take(e);
-                    buf.total -= n;
-                    self.send(txn_id, t.tablet_id, t.backend_id, batches)
-                        .await?;
+        let router = Router::of_plan(&plan, None)?;
+        let mut shipper = RowShipper::new(self.fe.pool.clone(), txn_id, &plan, router, rows);
+        let shipped = async {
+            while let Some(batch) = data.next().await {
+                let batch = batch?;
+                if batch.num_rows() > 0 {
+                    refuse_unroutable(&shipper.add(&self.checked(batch)?).await?)?;
                 }
             }
-            while buf.total > MAX_BUFFERED_ROWS {
-                let Some((&tid, _)) = buf.by_tablet.iter().max_by_key(|(_, v)| v.1) else {
-                    break;
-                };
-                if let Some((batches, n)) = buf.by_tablet.remove(&tid) {
-                    buf.total -= n;
-                    self.send(txn_id, tid, backend_of[&tid], batches).await?;
-                }
-            }
+            shipper.finish().await
         }
-        for (tid, (batches, _)) in buf.by_tablet {
-            if !batches.is_empty() {
-                self.send(txn_id, tid, backend_of[&tid], batches).await?;
-            }
+        .await;
+        if let Err(e) = shipped {
+            // Let the writes in flight end before the caller aborts, so none
+            // lands after the abort.
+            shipper.drain().await;
+            return Err(e);
         }
-        Ok((rows, touched))
+        let touched = shipper
+            .touched
+            .iter()
+            .map(|p| (self.table.id, *p))
+            .collect();
+        Ok((shipper.loaded, touched))
     }
 }
 
@@ -250,32 +196,23 @@ impl OlapSink {
     ) -> Result<(u64, InsertOutcome)> {
         let mut batches = vec![];
         let mut rows = 0u64;
-        let router = self.table.router();
+        let (plan, backends) = self.load_plan()?;
+        let router = Router::of_plan(&plan, None)?;
         while let Some(batch) = data.next().await {
             let batch = batch?;
             if batch.num_rows() == 0 {
                 continue;
             }
             let batch = self.checked(batch)?;
-            strict(&router.unroutable(&batch))?;
+            refuse_unroutable(&router.unroutable(&batch))?;
             rows += batch.num_rows() as u64;
             batches.push(batch);
         }
-        let (be, plan) = {
-            let state = self.fe.catalog.read();
-            let mut backends: Vec<_> = state.backends.values().cloned().collect();
-            backends.sort_by_key(|b| b.id);
-            if backends.is_empty() {
-                return Err(TethysError::Backend("no backend is registered".into()));
-            }
-            let be = backends[(self.table.id as usize) % backends.len()].clone();
-            let plan = crate::rpc::load_plan(&self.db, &self.table, &backends);
-            (be, plan)
-        };
+        let be = &backends[(self.table.id as usize) % backends.len()];
         let r = self
             .fe
             .pool
-            .get(&be)?
+            .get(be)?
             .group_commit_write(
                 tethys_proto::GroupCommitWriteRequest {
                     db: self.db.clone(),

@@ -1,26 +1,27 @@
-//! `TabletWriter`: the write side of a load. Rows already in the table's
-//! schema are routed to tablets (partition by range, bucket by hash),
-//! buffered per tablet and sent to the tablet's backend as pending rowset
-//! data of one transaction. Both a Stream Load and a group commit use it.
+//! The one write path: `INSERT INTO t SELECT ...` (FE), a Stream Load and a
+//! group commit (coordinator BE) all hand rows already in the table's schema
+//! to a [`RowShipper`]. It routes them to tablets with the table's
+//! [`Router`] (partition by range, bucket by hash), buffers them per tablet
+//! and ships each buffer to the tablet's backend as pending rowset data of
+//! one transaction. Replicas, when they come, are added here.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
-use tethys_common::backend_client::BackendInfo;
-use tethys_common::config::SEGMENT_FLUSH_ROWS;
-use tethys_common::routing::{BucketRule, PartitionRoute, Router};
-use tethys_common::{Result, TethysError};
-use tethys_proto::LoadPlanPb;
+use tethys_proto::{LoadPlanPb, WriteRequest};
 
-use crate::service::Backend;
+use crate::backend_client::{BackendInfo, BackendPool};
+use crate::config::SEGMENT_FLUSH_ROWS;
+use crate::routing::Router;
+use crate::{Result, TethysError};
 
-/// Rows buffered across tablets before the largest buffers are written.
+/// Rows buffered across tablets before the largest buffers are shipped.
 const MAX_BUFFERED_ROWS: usize = 1 << 20;
 
-/// Tablet writes a load keeps in flight while it goes on reading and
-/// converting: parsing and segment writing overlap on different cores.
+/// Tablet writes kept in flight while the caller goes on producing rows:
+/// parsing and segment writing overlap on different cores.
 fn max_in_flight() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
@@ -28,48 +29,20 @@ fn max_in_flight() -> usize {
         .clamp(1, 4)
 }
 
-/// The router of a load plan, limited to the named partitions when given.
-pub fn router_of(plan: &LoadPlanPb, only: Option<&Vec<String>>) -> Result<Router> {
-    let parse = |s: &Option<String>| s.as_ref().and_then(|v| v.parse::<i128>().ok());
-    if let Some(names) = only {
-        for n in names {
-            if !plan
-                .partitions
-                .iter()
-                .any(|p| p.name.eq_ignore_ascii_case(n))
-            {
-                return Err(TethysError::Analysis(format!("unknown partition: {n}")));
-            }
-        }
+/// Rows that fit no partition fail an INSERT (as in Doris' strict mode).
+pub fn refuse_unroutable(rejected: &[(usize, String)]) -> Result<()> {
+    match rejected.first() {
+        Some((_, reason)) => Err(TethysError::DataQuality(format!(
+            "Insert has filtered data in strict mode: {reason}"
+        ))),
+        None => Ok(()),
     }
-    let partitions = plan
-        .partitions
-        .iter()
-        .filter(|p| only.is_none_or(|names| names.iter().any(|n| n.eq_ignore_ascii_case(&p.name))))
-        .map(|p| PartitionRoute {
-            partition_id: p.partition_id,
-            lower: parse(&p.lower),
-            upper: parse(&p.upper),
-            tablets: p
-                .tablet_ids
-                .iter()
-                .copied()
-                .zip(p.backend_ids.iter().copied())
-                .collect(),
-        })
-        .collect();
-    let buckets = if plan.random_buckets {
-        BucketRule::Random
-    } else {
-        BucketRule::Hash(plan.hash_columns.iter().map(|c| *c as usize).collect())
-    };
-    let pc = (plan.partition_column >= 0).then_some(plan.partition_column as usize);
-    Ok(Router::new(pc, partitions, buckets))
 }
 
-/// Writes the rows of one transaction to tablets.
-pub struct TabletWriter {
-    be: Arc<Backend>,
+/// Routes the rows of one transaction to tablets and ships them to their
+/// backends.
+pub struct RowShipper {
+    pool: Arc<BackendPool>,
     txn_id: i64,
     backends: HashMap<i64, BackendInfo>,
     router: Router,
@@ -85,27 +58,33 @@ pub struct TabletWriter {
     in_flight: tokio::task::JoinSet<Result<u64>>,
     max_in_flight: usize,
     /// What the rows are (`merge_type: DELETE`, `partial_columns`).
-    pub rows: tethys_proto::WriteRequest,
+    pub rows: WriteRequest,
 }
 
-impl TabletWriter {
-    pub fn new(be: Arc<Backend>, txn_id: i64, plan: &LoadPlanPb, router: Router) -> Self {
-        TabletWriter {
-            be,
+impl RowShipper {
+    /// A shipper for transaction `txn_id` into the table of `plan`, routing
+    /// with `router` (the plan's, possibly limited to some partitions).
+    pub fn new(
+        pool: Arc<BackendPool>,
+        txn_id: i64,
+        plan: &LoadPlanPb,
+        router: Router,
+        rows: WriteRequest,
+    ) -> Self {
+        RowShipper {
+            pool,
             txn_id,
             backends: plan
                 .backends
                 .iter()
                 .map(|b| {
-                    (
-                        b.id,
-                        BackendInfo {
-                            id: b.id,
-                            host: b.host.clone(),
-                            rpc_port: b.rpc_port as u16,
-                            http_port: b.http_port as u16,
-                        },
-                    )
+                    let info = BackendInfo {
+                        id: b.id,
+                        host: b.host.clone(),
+                        rpc_port: b.rpc_port as u16,
+                        http_port: b.http_port as u16,
+                    };
+                    (b.id, info)
                 })
                 .collect(),
             router,
@@ -116,12 +95,17 @@ impl TabletWriter {
             write_ms: 0,
             in_flight: tokio::task::JoinSet::new(),
             max_in_flight: max_in_flight(),
-            rows: Default::default(),
+            rows,
         }
     }
 
+    /// The router rows are checked against.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
     /// Routes and buffers a batch; returns the rows that fit no partition as
-    /// (row index, reason). Full buffers are written out.
+    /// (row index, reason). Full buffers are shipped.
     pub async fn add(&mut self, batch: &RecordBatch) -> Result<Vec<(usize, String)>> {
         let (routed, rejected) = self.router.route(batch)?;
         for r in routed {
@@ -135,21 +119,21 @@ impl TabletWriter {
             self.buffered += r.batch.num_rows();
             e.0.push(r.batch);
             if e.1 >= SEGMENT_FLUSH_ROWS {
-                self.flush(r.tablet_id).await?;
+                self.ship(r.tablet_id).await?;
             }
         }
         while self.buffered > MAX_BUFFERED_ROWS {
             let Some((&tid, _)) = self.buffers.iter().max_by_key(|(_, v)| v.1) else {
                 break;
             };
-            self.flush(tid).await?;
+            self.ship(tid).await?;
         }
         Ok(rejected)
     }
 
-    /// Starts writing one tablet's buffer; waits for an earlier write when
+    /// Starts shipping one tablet's buffer; waits for an earlier write when
     /// enough are in flight. A failed write fails the load.
-    async fn flush(&mut self, tablet_id: i64) -> Result<()> {
+    async fn ship(&mut self, tablet_id: i64) -> Result<()> {
         let Some((batches, n, backend_id)) = self.buffers.remove(&tablet_id) else {
             return Ok(());
         };
@@ -157,7 +141,7 @@ impl TabletWriter {
         let info = self.backends.get(&backend_id).ok_or_else(|| {
             TethysError::Internal(format!("backend {backend_id} is not in the load plan"))
         })?;
-        let client = self.be.pool.get(info)?;
+        let client = self.pool.get(info)?;
         while self.in_flight.len() >= self.max_in_flight {
             self.join_one().await?;
         }
@@ -184,11 +168,11 @@ impl TabletWriter {
         while self.in_flight.join_next().await.is_some() {}
     }
 
-    /// Writes out everything still buffered.
-    pub async fn flush_all(&mut self) -> Result<()> {
+    /// Ships everything still buffered and waits for every write.
+    pub async fn finish(&mut self) -> Result<()> {
         let ids: Vec<i64> = self.buffers.keys().copied().collect();
         for id in ids {
-            self.flush(id).await?;
+            self.ship(id).await?;
         }
         while !self.in_flight.is_empty() {
             self.join_one().await?;
