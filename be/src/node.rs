@@ -1,6 +1,6 @@
 //! One backend node: its storage engine, its fragment executor and the
 //! context its loads run in, opened from a [`BackendConfig`]. The service
-//! layer ([`crate::service`]) puts it on the network; below it, execution
+//! layer (`service/`) puts it on the network; below it, execution
 //! ([`crate::exec`]) and loads ([`crate::load`]) never see the node, only the
 //! parts they are given.
 

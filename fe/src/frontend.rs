@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::backends::Backends;
 use crate::catalog::Catalog;
 use crate::txn::TxnManager;
-use tethys_common::backend_client::BackendPool;
 
 /// One client connection as other connections see it.
 #[derive(Debug)]
@@ -46,10 +46,9 @@ impl ConnHandle {
 #[derive(Debug)]
 pub struct Frontend {
     pub catalog: Arc<Catalog>,
-    pub pool: Arc<BackendPool>,
+    /// The backends: the only way to call them.
+    pub backends: Arc<Backends>,
     pub txn: TxnManager,
-    /// Rows per partition, for the optimizer.
-    pub stats: crate::planner::stats::StatsCache,
     /// Recent query profiles (`SET enable_profile = true`).
     pub profiles: Arc<crate::profile::ProfileStore>,
     conns: Mutex<BTreeMap<u32, Arc<ConnHandle>>>,
@@ -65,12 +64,11 @@ pub struct Frontend {
 
 impl Frontend {
     pub fn new(catalog: Arc<Catalog>) -> Arc<Frontend> {
-        let pool = Arc::new(BackendPool::default());
+        let backends = Arc::new(Backends::new(catalog.clone()));
         Arc::new(Frontend {
-            txn: TxnManager::new(catalog.clone(), pool.clone()),
+            txn: TxnManager::new(catalog.clone(), backends.clone()),
             catalog,
-            pool,
-            stats: Default::default(),
+            backends,
             profiles: Default::default(),
             conns: Mutex::new(BTreeMap::new()),
             next_conn: AtomicU32::new(1),

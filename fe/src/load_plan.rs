@@ -1,3 +1,6 @@
+//! The load plan of a table ([`load_plan`]): what a coordinator needs to
+//! route rows to tablets, used by INSERT, Stream Load and group commit.
+//!
 //! Compiling Stream Load's `columns` and `where` headers. A backend never sees
 //! SQL: the FE parses `c1, tmp, amount = tmp * 100` and `where` into DataFusion
 //! physical expressions over the file's source columns and ships them in the
@@ -16,7 +19,79 @@ use tethys_common::types::ColumnType;
 use tethys_common::{Result, TethysError};
 use tethys_proto::LoadPlanPb;
 
-use crate::catalog::Table;
+use crate::catalog::{BackendInfo, Bound, Distribution, Table};
+use tethys_proto::{BackendAddrPb, PartitionRoutePb};
+
+/// The load plan of a table: schema, partitions, buckets and tablet locations.
+pub fn load_plan(db: &str, t: &Table, backends: &[BackendInfo]) -> LoadPlanPb {
+    let bound = |b: Bound| match b {
+        Bound::Value(v) => Some(tethys_common::routing::int128_pb(v)),
+        _ => None,
+    };
+    LoadPlanPb {
+        table_id: t.id,
+        schema: Some(t.schema.to_pb()),
+        partition_column: t
+            .partition_column
+            .as_ref()
+            .and_then(|c| t.schema.index_of(c))
+            .map(|i| i as i32)
+            .unwrap_or(-1),
+        partitions: t
+            .partitions
+            .iter()
+            .map(|p| PartitionRoutePb {
+                partition_id: p.id,
+                lower: p.range.and_then(|r| bound(r.0)),
+                upper: p.range.and_then(|r| bound(r.1)),
+                tablet_ids: p.tablets.iter().map(|x| x.id).collect(),
+                backend_ids: p.tablets.iter().map(|x| x.backend_id).collect(),
+                name: p.name.clone(),
+            })
+            .collect(),
+        hash_columns: match &t.distribution {
+            Distribution::Hash { columns, .. } => columns
+                .iter()
+                .filter_map(|c| t.schema.index_of(c))
+                .map(|i| i as u32)
+                .collect(),
+            Distribution::Random { .. } => vec![],
+        },
+        random_buckets: matches!(t.distribution, Distribution::Random { .. }),
+        backends: backends
+            .iter()
+            .map(|b| BackendAddrPb {
+                id: b.id,
+                host: b.host.clone(),
+                rpc_port: b.rpc_port as u32,
+                http_port: b.http_port as u32,
+            })
+            .collect(),
+        defaults: t
+            .schema
+            .columns
+            .iter()
+            .map(|c| c.default.clone().unwrap_or_default())
+            .collect(),
+        has_default: t
+            .schema
+            .columns
+            .iter()
+            .map(|c| c.default.is_some())
+            .collect(),
+        group_commit_interval_ms: table_property(t, "group_commit_interval_ms")
+            .unwrap_or(tethys_common::config::GROUP_COMMIT_INTERVAL_MS),
+        group_commit_data_bytes: table_property(t, "group_commit_data_bytes")
+            .unwrap_or(tethys_common::config::GROUP_COMMIT_DATA_BYTES),
+        db: db.to_string(),
+        table: t.name.clone(),
+        ..Default::default()
+    }
+}
+
+fn table_property(t: &Table, key: &str) -> Option<i64> {
+    t.properties.get(key).and_then(|v| v.parse().ok())
+}
 
 /// Splits a header on top-level commas (outside parentheses and quotes).
 fn split_top(text: &str) -> Vec<String> {

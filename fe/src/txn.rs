@@ -13,8 +13,8 @@ use std::sync::Arc;
 use tethys_common::{Result, TethysError};
 use tethys_proto::{AbortTxnRequest, PendingTxnsRequest, PublishVersionRequest, TabletVersion};
 
+use crate::backends::Backends;
 use crate::catalog::{Catalog, EditOp, PartitionVersion, TxnRecord, TxnState};
-use tethys_common::backend_client::BackendPool;
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -24,16 +24,16 @@ fn now_ms() -> i64 {
 #[derive(Debug)]
 pub struct TxnManager {
     catalog: Arc<Catalog>,
-    pool: Arc<BackendPool>,
+    backends: Arc<Backends>,
     /// Serializes commit + publish so versions are published in order.
     publish_lock: tokio::sync::Mutex<()>,
 }
 
 impl TxnManager {
-    pub fn new(catalog: Arc<Catalog>, pool: Arc<BackendPool>) -> Self {
+    pub fn new(catalog: Arc<Catalog>, backends: Arc<Backends>) -> Self {
         TxnManager {
             catalog,
-            pool,
+            backends,
             publish_lock: tokio::sync::Mutex::new(()),
         }
     }
@@ -229,7 +229,7 @@ impl TxnManager {
             plan
         };
         for (be, tablets) in plan.into_values() {
-            let client = self.pool.get(&be)?;
+            let client = self.backends.client(&be)?;
             client
                 .publish_version(PublishVersionRequest { txn_id, tablets })
                 .await
@@ -275,7 +275,7 @@ impl TxnManager {
             ))
         })?;
         for be in backends {
-            if let Ok(c) = self.pool.get(&be) {
+            if let Ok(c) = self.backends.client(&be) {
                 // Best effort: a backend that misses this aborts at the next recovery.
                 let _ = c.abort_txn(AbortTxnRequest { txn_id }).await;
             }
@@ -376,7 +376,7 @@ impl TxnManager {
         // Pending data on backends of transactions that are not going anywhere.
         let backends: Vec<_> = self.catalog.read().backends.values().cloned().collect();
         for be in backends {
-            let c = self.pool.get(&be)?;
+            let c = self.backends.client(&be)?;
             let pending = c.pending_txns(PendingTxnsRequest {}).await?.txn_ids;
             for id in pending {
                 let state = self.catalog.read().txns.get(&id).map(|t| t.state);
@@ -402,7 +402,7 @@ mod tests {
     async fn labels_are_unique_until_aborted_or_cleaned() {
         let dir = tempfile::tempdir().unwrap();
         let catalog = Arc::new(Catalog::open(dir.path()).unwrap());
-        let m = TxnManager::new(catalog.clone(), Arc::new(BackendPool::default()));
+        let m = TxnManager::new(catalog.clone(), Arc::new(Backends::new(catalog.clone())));
         let t1 = m
             .begin("db", Some("l1".into()), "INSERT_STREAMING")
             .unwrap();

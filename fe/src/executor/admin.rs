@@ -4,9 +4,7 @@ use std::sync::Arc;
 
 use tethys_common::{Result, TethysError};
 
-use crate::ddl;
 use crate::frontend::Frontend;
-use crate::planner;
 use crate::session::Session;
 use crate::sql::statement::{AnalyzeTarget, Statement};
 
@@ -26,7 +24,7 @@ pub(super) async fn execute(
             partition,
             kind,
         } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
             if let Some(p) = &partition {
                 t.existing_partition(p)?;
@@ -41,7 +39,7 @@ pub(super) async fn execute(
                 })
                 .flat_map(|p| p.tablets.iter().cloned())
                 .collect();
-            let r = planner::stats::compact_tablets(fe, &tablets, &kind).await?;
+            let r = fe.backends.compact_tablets(&tablets, &kind).await?;
             Ok(Output::Ok {
                 affected: 0,
                 info: format!(
@@ -53,7 +51,9 @@ pub(super) async fn execute(
         Statement::Analyze { target, columns } => {
             let started = std::time::Instant::now();
             let tables = match target {
-                AnalyzeTarget::Table { db, name } => vec![(ddl::resolve_db(&sdb, &db)?, name)],
+                AnalyzeTarget::Table { db, name } => {
+                    vec![(crate::session::resolve_db(&sdb, &db)?, name)]
+                }
                 AnalyzeTarget::Database(db) => {
                     let state = fe.catalog.read();
                     let d = state
@@ -65,7 +65,7 @@ pub(super) async fn execute(
             };
             let (mut cols, mut rows) = (0, 0);
             for (db, table) in &tables {
-                let a = crate::analyze::analyze_table(fe, session, db, table, &columns).await?;
+                let a = super::analyze::analyze_table(fe, session, db, table, &columns).await?;
                 cols += a.columns;
                 rows += a.rows;
             }
@@ -79,8 +79,8 @@ pub(super) async fn execute(
             })
         }
         Statement::DropStats { db, table, columns } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
-            crate::analyze::drop_stats(fe, &db, &table, &columns)?;
+            let db = crate::session::resolve_db(&sdb, &db)?;
+            super::analyze::drop_stats(fe, &db, &table, &columns)?;
             Ok(ok())
         }
         Statement::Kill { connection, id } => {

@@ -14,12 +14,18 @@ use crate::session::Session;
 use crate::sql::statement::Statement;
 
 mod admin;
+mod analyze;
 mod ddl;
 mod dml;
+mod prepared;
+mod profiled;
 mod query;
 mod session;
+mod set_var;
 mod show;
 
+pub use analyze::auto_analyze;
+pub use ddl::ensure_all_tablets;
 pub(crate) use query::result_schema;
 pub(crate) use show::filtered_nullable;
 pub use show::like_match;

@@ -10,7 +10,6 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
 use tethys_common::{Result, TethysError};
 
-use crate::ddl;
 use crate::frontend::Frontend;
 use crate::planner::explain;
 use crate::session::Session;
@@ -154,7 +153,7 @@ pub(super) async fn run_query_as(
                 let physical = df.create_physical_plan().await?;
                 let inner =
                     datafusion::physical_plan::execute_stream(physical.clone(), ctx.task_ctx())?;
-                let pending = crate::profile::Pending {
+                let pending = super::profiled::Pending {
                     store: fe.profiles.clone(),
                     plan: physical,
                     names,
@@ -164,7 +163,7 @@ pub(super) async fn run_query_as(
                     db: session.database.clone().unwrap_or_default(),
                     sql: sql.to_string(),
                 };
-                Box::pin(crate::profile::ProfiledStream::new(inner, pending))
+                Box::pin(super::profiled::ProfiledStream::new(inner, pending))
             } else {
                 df.execute_stream().await?
             };
@@ -265,7 +264,7 @@ fn partial_update_columns(
     let TableObject::TableName(name) = &ins.table else {
         return Ok(vec![]);
     };
-    let (db, tname) = match ddl::table_name_of(name, &session.database) {
+    let (db, tname) = match crate::session::table_name_of(name, &session.database) {
         Ok(n) => n,
         // A name of another shape is the planner's to refuse.
         Err(TethysError::Syntax(_)) => return Ok(vec![]),

@@ -32,18 +32,18 @@ pub(super) async fn execute(
             Ok(ok())
         }
         Statement::Prepare { name, source } => {
-            crate::prepared::prepare(session, &name, source)?;
+            super::prepared::prepare(session, &name, source)?;
             Ok(ok())
         }
         Statement::ExecutePrepared { name, using } => {
-            crate::prepared::execute(fe, session, &name, &using).await
+            super::prepared::execute(fe, session, &name, &using).await
         }
         Statement::Deallocate(name) => {
-            crate::prepared::deallocate(session, &name)?;
+            super::prepared::deallocate(session, &name)?;
             Ok(ok())
         }
         Statement::Set(set) => {
-            crate::set_var::execute(fe, session, set).await?;
+            super::set_var::execute(fe, session, set).await?;
             Ok(ok())
         }
         Statement::Begin => Err(TethysError::NotSupported(

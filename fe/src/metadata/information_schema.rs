@@ -25,11 +25,11 @@ use datafusion::error::Result as DfResult;
 use tethys_common::schema::KeysType;
 use tethys_common::types::ColumnType;
 
-use super::charsets::{CHARSETS, COLLATIONS};
 use super::columns::{Col, TABLES, V, table_def};
 use crate::catalog::{Distribution, Table};
 use crate::frontend::Frontend;
 use crate::session::Variables;
+use crate::session::charsets::{CHARSETS, COLLATIONS};
 
 /// The name of the schema, as clients spell it.
 pub const NAME: &str = "information_schema";
@@ -386,7 +386,9 @@ impl InformationSchema {
         // Sizes are what the backends answer; a backend that cannot be
         // asked leaves them NULL rather than failing the metadata query.
         let stats = if sizes {
-            crate::planner::stats::tablet_stats(&self.fe, &tablets)
+            self.fe
+                .backends
+                .tablet_stats(&tablets)
                 .await
                 .unwrap_or_default()
         } else {

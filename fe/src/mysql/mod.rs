@@ -1,50 +1,9 @@
 //! The MySQL wire protocol, owned by Tethys: framing ([`packet`]), packet
-//! encodings ([`proto`]), values ([`value`]) and the connection state machine
-//! ([`conn`]).
+//! encodings ([`proto`]), values ([`value`]) and session-state tracking
+//! ([`session_track`]). The connection that speaks it is the server's
+//! (`server/connection.rs`).
 
-pub mod conn;
 pub mod packet;
 pub mod proto;
 pub mod session_track;
 pub mod value;
-
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use tethys_common::{Result, TethysError};
-use tokio::net::TcpListener;
-
-use crate::frontend::Frontend;
-
-/// Binds the MySQL port (the frontend binds every port before serving any).
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| TethysError::io(format!("binding the MySQL port {addr}"), e))
-}
-
-/// Accepts MySQL clients on an already bound listener.
-pub async fn serve_listener(
-    fe: Arc<Frontend>,
-    listener: TcpListener,
-    shutdown: impl std::future::Future<Output = ()> + Send,
-) -> Result<()> {
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => return Ok(()),
-            r = listener.accept() => {
-                let (stream, peer) = match r {
-                    Ok(x) => x,
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let fe = fe.clone();
-                tokio::spawn(async move { conn::serve(fe, stream, peer).await });
-            }
-        }
-    }
-}

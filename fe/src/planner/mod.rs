@@ -16,7 +16,6 @@ pub mod run;
 pub mod runtime_filter;
 pub mod selectivity;
 pub mod sink;
-pub mod stats;
 pub mod table;
 
 use std::sync::{Arc, Mutex};
@@ -401,7 +400,7 @@ impl SchemaProvider for TethysSchema {
         };
         Ok(match table {
             Some(t) => {
-                let rows = stats::table_rows(&self.fe, &t).await;
+                let rows = self.fe.backends.table_rows(&t).await;
                 Some(Arc::new(table::OlapTable::new(
                     self.fe.clone(),
                     self.db.clone(),

@@ -32,8 +32,8 @@ use tethys_proto::ExecFragmentRequest;
 
 use super::build_keys::BuildKeys;
 use super::{StatementCtx, runtime_filter};
+use crate::backends::Backends;
 use crate::catalog::BackendInfo;
-use crate::frontend::Frontend;
 
 /// Display facts of the scan, for EXPLAIN.
 #[derive(Debug, Clone)]
@@ -60,7 +60,7 @@ pub struct FragmentInfo {
 /// Fragments running on backends, seen as one DataFusion leaf.
 #[derive(Debug)]
 pub struct BeFragmentExec {
-    fe: Arc<Frontend>,
+    backends: Arc<Backends>,
     schema: SchemaRef,
     fragments: Vec<(BackendInfo, Arc<dyn ExecutionPlan>)>,
     pub info: FragmentInfo,
@@ -82,7 +82,7 @@ pub struct BeFragmentExec {
 
 impl BeFragmentExec {
     pub fn new(
-        fe: Arc<Frontend>,
+        backends: Arc<Backends>,
         schema: SchemaRef,
         fragments: Vec<(BackendInfo, Arc<dyn ExecutionPlan>)>,
         info: FragmentInfo,
@@ -100,7 +100,7 @@ impl BeFragmentExec {
             Boundedness::Bounded,
         ));
         BeFragmentExec {
-            fe,
+            backends,
             schema,
             fragments,
             info,
@@ -135,7 +135,7 @@ impl BeFragmentExec {
     /// A copy applying `filters` as its runtime filters.
     fn with_runtime_filters(&self, filters: Vec<Arc<dyn PhysicalExpr>>) -> BeFragmentExec {
         let mut out = BeFragmentExec::new(
-            self.fe.clone(),
+            self.backends.clone(),
             self.schema.clone(),
             self.fragments.clone(),
             self.info.clone(),
@@ -176,7 +176,7 @@ impl BeFragmentExec {
             .map(|(b, p)| Ok((b.clone(), f(p.clone())?)))
             .collect::<Result<Vec<_>>>()?;
         let mut out = BeFragmentExec::new(
-            self.fe.clone(),
+            self.backends.clone(),
             schema,
             fragments,
             self.info.clone(),
@@ -376,7 +376,7 @@ impl ExecutionPlan for BeFragmentExec {
             time_zone: super::tz_offset_name(&self.stmt.time_zone),
             mem_limit: self.stmt.mem_limit as u64,
         };
-        let client = self.fe.pool.get(&be)?;
+        let client = self.backends.client(&be)?;
         let runtime_filters = self.runtime_filters.clone();
         let build_keys = self.build_keys.clone();
         let scan_schema = self.schema.clone();

@@ -140,7 +140,7 @@ impl OlapSink {
         if backends.is_empty() {
             return Err(TethysError::Backend("no backend is registered".into()));
         }
-        let plan = crate::rpc::load_plan(&self.db, &self.table, &backends);
+        let plan = crate::load_plan::load_plan(&self.db, &self.table, &backends);
         Ok((plan, backends))
     }
 
@@ -159,7 +159,7 @@ impl OlapSink {
             ..Default::default()
         };
         let router = Router::of_plan(&plan, None)?;
-        let mut shipper = RowShipper::new(self.fe.pool.clone(), txn_id, &plan, router, rows);
+        let mut shipper = RowShipper::new(self.fe.backends.pool(), txn_id, &plan, router, rows);
         let shipped = async {
             while let Some(batch) = data.next().await {
                 let batch = batch?;
@@ -211,8 +211,8 @@ impl OlapSink {
         let be = &backends[(self.table.id as usize) % backends.len()];
         let r = self
             .fe
-            .pool
-            .get(be)?
+            .backends
+            .client(be)?
             .group_commit_write(
                 tethys_proto::GroupCommitWriteRequest {
                     db: self.db.clone(),

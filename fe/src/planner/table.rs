@@ -485,7 +485,7 @@ impl TableProvider for OlapTable {
             },
         };
         Ok(Arc::new(BeFragmentExec::new(
-            self.fe.clone(),
+            self.fe.backends.clone(),
             out_schema,
             fragments,
             info,

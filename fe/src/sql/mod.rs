@@ -6,6 +6,7 @@ pub mod calls;
 pub mod functions;
 #[cfg(test)]
 mod functions_doc;
+pub mod params;
 pub mod partitions;
 pub mod rewrite;
 pub mod set;

@@ -6,7 +6,7 @@
 //!
 //! so a comma list may mix scopes (`GLOBAL x`, `@@session.x`, `@u`) and the
 //! right side may be any constant expression, evaluated left to right with
-//! the variables the earlier items set (see `crate::set_var`). A bare word
+//! the variables the earlier items set (see the executor's `set_var`). A bare word
 //! (`SET sql_mode = STRICT_TRANS_TABLES`, `SET autocommit = ON`) is the
 //! word itself, as in MySQL.
 

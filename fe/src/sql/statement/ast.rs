@@ -254,7 +254,7 @@ pub enum Statement {
     },
     ShowEngines,
     /// The SHOW statements MySQL clients and BI tools read metadata with,
-    /// answered from `information_schema` (see `crate::show`).
+    /// answered from `information_schema` (see the executor's `show`).
     ShowMeta(ShowMeta),
     Kill {
         connection: bool,

@@ -11,12 +11,13 @@ use tethys_common::TethysError;
 use tethys_common::config::MYSQL_SERVER_VERSION;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::packet::PacketIo;
-use super::proto::*;
-use super::value::{RowEncoder, column_def};
 use crate::executor::{self, Output};
 use crate::frontend::{ConnHandle, Frontend};
+use crate::mysql::packet::PacketIo;
+use crate::mysql::proto::*;
+use crate::mysql::value::{RowEncoder, column_def};
 use crate::session::Session;
+use crate::sql::params::{bind_params, count_placeholders, quote_str};
 use crate::sql::{self, Statement};
 
 /// How long a client may take to complete the handshake.
@@ -37,7 +38,7 @@ struct Conn<S> {
     stmts: HashMap<u32, Prepared>,
     next_stmt: u32,
     /// The session as the running statement found it, for session tracking.
-    before: Option<super::session_track::Before>,
+    before: Option<crate::mysql::session_track::Before>,
 }
 
 /// Serves one client until it quits or the connection breaks.
@@ -140,68 +141,9 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     fe.unregister_conn(conn_id);
 }
 
-/// Substitutes `?` placeholders (outside quotes and comments) with literals.
-pub fn bind_params(sql: &str, params: &[String]) -> Result<String, TethysError> {
-    let mut out = String::with_capacity(sql.len() + params.iter().map(|p| p.len()).sum::<usize>());
-    let mut it = params.iter();
-    let mut quote: Option<char> = None;
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        match quote {
-            Some(q) => {
-                out.push(c);
-                if c == '\\' {
-                    if let Some(n) = chars.next() {
-                        out.push(n);
-                    }
-                } else if c == q {
-                    quote = None;
-                }
-            }
-            None => match c {
-                '\'' | '"' | '`' => {
-                    quote = Some(c);
-                    out.push(c);
-                }
-                '?' => {
-                    let p = it.next().ok_or_else(|| {
-                        TethysError::Analysis("fewer parameters than placeholders".into())
-                    })?;
-                    out.push_str(p);
-                }
-                _ => out.push(c),
-            },
-        }
-    }
-    Ok(out)
-}
-
-pub(crate) fn count_placeholders(sql: &str) -> usize {
-    let n = sql.len();
-    let dummy: Vec<String> = vec![String::new(); n + 1];
-    match bind_params(sql, &dummy) {
-        Ok(s) => sql.len() - s.len(),
-        Err(_) => 0,
-    }
-}
-
-pub(crate) fn quote_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('\'');
-    for c in s.chars() {
-        match c {
-            '\'' => o.push_str("''"),
-            '\\' => o.push_str("\\\\"),
-            _ => o.push(c),
-        }
-    }
-    o.push('\'');
-    o
-}
-
 /// Reads one binary-protocol parameter as SQL literal text.
 fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malformed> {
-    use super::value::*;
+    use crate::mysql::value::*;
     Ok(match ty {
         T_TINY => {
             let v = r.u8()?;
@@ -488,7 +430,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                     name: format!("?{i}"),
                     charset: CHARSET_BINARY,
                     length: 0,
-                    column_type: super::value::T_VAR_STRING,
+                    column_type: crate::mysql::value::T_VAR_STRING,
                     flags: 0,
                     decimals: 0,
                 };
@@ -616,7 +558,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
         let mut kill = self.handle.kill_signal();
         kill.borrow_and_update();
         let fe = self.fe.clone();
-        self.before = Some(super::session_track::Before::of(&self.session));
+        self.before = Some(crate::mysql::session_track::Before::of(&self.session));
         let result = {
             let work = async {
                 let out = executor::execute(&fe, &mut self.session, stmt).await?;
@@ -685,24 +627,5 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                 Ok(())
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placeholders() {
-        assert_eq!(
-            count_placeholders("select ?, '?', `?` from t where a = ?"),
-            2
-        );
-        assert_eq!(
-            bind_params("select ? , 'x?'", &["'a''b'".into()]).unwrap(),
-            "select 'a''b' , 'x?'"
-        );
-        assert!(bind_params("select ?", &[]).is_err());
-        assert_eq!(quote_str("it's"), "'it''s'");
     }
 }

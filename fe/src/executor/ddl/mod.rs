@@ -1,16 +1,23 @@
-//! Databases, tables and partitions: CREATE, DROP, TRUNCATE, ALTER ...
-//! PARTITION and table properties (the catalog edits are `crate::ddl`'s).
+//! DDL: databases, tables and partitions (CREATE, DROP, TRUNCATE, ALTER ...
+//! PARTITION and table properties). The catalog change is logged first;
+//! tablets are then created on (or dropped from) backends ([`tablets`]).
 
 use std::sync::Arc;
 
 use tethys_common::Result;
 
-use crate::ddl;
 use crate::frontend::Frontend;
 use crate::session::Session;
 use crate::sql::statement::Statement;
 
 use super::{Output, ok};
+
+mod alter;
+mod create_table;
+mod database;
+mod tablets;
+
+pub use tablets::ensure_all_tablets;
 
 /// Runs one of the statements this module's doc names.
 pub(super) async fn execute(
@@ -24,11 +31,11 @@ pub(super) async fn execute(
             name,
             if_not_exists,
         } => {
-            ddl::create_database(fe, &name, if_not_exists)?;
+            database::create_database(fe, &name, if_not_exists)?;
             Ok(ok())
         }
         Statement::DropDatabase { name, if_exists } => {
-            ddl::drop_database(fe, &name, if_exists).await?;
+            database::drop_database(fe, &name, if_exists).await?;
             if session
                 .database
                 .as_deref()
@@ -39,7 +46,7 @@ pub(super) async fn execute(
             Ok(ok())
         }
         Statement::CreateTable(ct) => {
-            ddl::create_table(fe, &sdb, &ct).await?;
+            create_table::create_table(fe, &sdb, &ct).await?;
             Ok(ok())
         }
         Statement::DropTable {
@@ -47,7 +54,7 @@ pub(super) async fn execute(
             name,
             if_exists,
         } => {
-            ddl::drop_table(fe, &sdb, &db, &name, if_exists).await?;
+            alter::drop_table(fe, &sdb, &db, &name, if_exists).await?;
             Ok(ok())
         }
         Statement::TruncateTable {
@@ -55,7 +62,7 @@ pub(super) async fn execute(
             name,
             partitions,
         } => {
-            ddl::truncate_table(fe, &sdb, &db, &name, &partitions).await?;
+            alter::truncate_table(fe, &sdb, &db, &name, &partitions).await?;
             Ok(ok())
         }
         Statement::AddPartition {
@@ -63,7 +70,7 @@ pub(super) async fn execute(
             table,
             partition,
         } => {
-            ddl::add_partition(fe, &sdb, &db, &table, &partition).await?;
+            alter::add_partition(fe, &sdb, &db, &table, &partition).await?;
             Ok(ok())
         }
         Statement::DropPartition {
@@ -72,7 +79,7 @@ pub(super) async fn execute(
             name,
             if_exists,
         } => {
-            ddl::drop_partition(fe, &sdb, &db, &table, &name, if_exists).await?;
+            alter::drop_partition(fe, &sdb, &db, &table, &name, if_exists).await?;
             Ok(ok())
         }
         Statement::SetTableProperties {
@@ -80,7 +87,7 @@ pub(super) async fn execute(
             table,
             properties,
         } => {
-            ddl::set_table_properties(fe, &sdb, &db, &table, &properties)?;
+            alter::set_table_properties(fe, &sdb, &db, &table, &properties)?;
             Ok(ok())
         }
         other => Err(super::not_in_family("ddl", &other)),

@@ -269,10 +269,7 @@ pub async fn auto_analyze(fe: &Arc<Frontend>) -> usize {
     let session = Session::new(0, "root".into(), "auto-analyze".into());
     let mut analyzed = 0;
     for (db, t) in tables {
-        let rows: u64 = crate::planner::stats::table_rows(fe, &t)
-            .await
-            .values()
-            .sum();
+        let rows: u64 = fe.backends.table_rows(&t).await.values().sum();
         if !needs_analyze(&t, rows) {
             continue;
         }

@@ -142,7 +142,7 @@ async fn two_phase(
             );
         }
     };
-    let rpc = crate::rpc::FrontendRpc::new(st.fe.clone());
+    let rpc = super::rpc::FrontendRpc::new(st.fe.clone());
     match rpc.txn_operation(tonic::Request::new(req)).await {
         Ok(r) => json(
             StatusCode::OK,

@@ -192,18 +192,20 @@ pub async fn delete(
         .flat_map(|p| p.tablets.iter().cloned())
         .collect();
     let pb: Vec<_> = conds.iter().map(|c| c.to_pb()).collect();
-    let written = crate::planner::stats::per_backend(fe, &tablets, |c, ids| {
-        let req = tethys_proto::WriteDeleteRequest {
-            txn_id: txn.id,
-            tablet_ids: ids,
-            conditions: pb.clone(),
-        };
-        async move {
-            c.write_delete(req).await?;
-            Ok(())
-        }
-    })
-    .await;
+    let written = fe
+        .backends
+        .per_backend(&tablets, |c, ids| {
+            let req = tethys_proto::WriteDeleteRequest {
+                txn_id: txn.id,
+                tablet_ids: ids,
+                conditions: pb.clone(),
+            };
+            async move {
+                c.write_delete(req).await?;
+                Ok(())
+            }
+        })
+        .await;
     let touched: BTreeSet<(i64, i64)> = chosen.iter().map(|p| (table.id, p.id)).collect();
     let result = match written {
         Ok(_) => fe.txn.commit_and_publish(txn.id, &touched).await,
@@ -307,7 +309,7 @@ pub fn update_as_insert(sql: &str, session_db: &Option<String>, fe: &Frontend) -
     let TableFactor::Table { name, alias, .. } = &u.table.relation else {
         return Err(TethysError::Syntax("UPDATE needs a table name".into()));
     };
-    let (db, tname) = crate::ddl::table_name_of(name, session_db)?;
+    let (db, tname) = crate::session::table_name_of(name, session_db)?;
     let table = {
         let state = fe.catalog.read();
         state

@@ -10,11 +10,12 @@ use datafusion::prelude::SessionContext;
 use tethys_common::{Result, TethysError};
 
 use crate::catalog::Distribution;
-use crate::ddl;
 use crate::frontend::Frontend;
-use crate::planner;
 use crate::session::Session;
 use crate::sql::statement::{ShowFilter, Statement};
+
+mod create_table;
+mod meta;
 
 use super::{Output, nullable_string_rows, string_rows, table_snapshot};
 use crate::metadata::fmt_time;
@@ -28,11 +29,11 @@ pub(super) async fn execute(
     let sdb = session.database.clone();
     match stmt {
         Statement::ShowColumnStats { db, table, columns } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
             string_rows(
-                crate::analyze::SHOW_COLUMNS,
-                crate::analyze::show_rows(&t, &columns),
+                super::analyze::SHOW_COLUMNS,
+                super::analyze::show_rows(&t, &columns),
             )
         }
         Statement::ShowDatabases(filter) => {
@@ -47,13 +48,13 @@ pub(super) async fn execute(
             rows.sort();
             filtered(&["Database"], rows, &filter).await
         }
-        Statement::ShowMeta(m) => crate::show::execute(fe, session, m).await,
+        Statement::ShowMeta(m) => meta::execute(fe, session, m).await,
         Statement::ShowCreateTable { db, name } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &name)?;
             string_rows(
                 &["Table", "Create Table"],
-                vec![vec![t.name.clone(), ddl::show_create_table(&t)]],
+                vec![vec![t.name.clone(), create_table::show_create_table(&t)]],
             )
         }
         Statement::ShowCreateDatabase(name) => {
@@ -69,13 +70,13 @@ pub(super) async fn execute(
             )
         }
         Statement::Describe { db, name, all: _ } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &name)?;
-            let rows = crate::show::describe_rows(&t, false);
-            string_rows(&crate::show::DESCRIBE_COLUMNS, rows)
+            let rows = meta::describe_rows(&t, false);
+            string_rows(&meta::DESCRIBE_COLUMNS, rows)
         }
         Statement::ShowPartitions { db, table } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
             let ty = t.partition_column_type();
             let (dist_key, buckets) = match &t.distribution {
@@ -162,7 +163,7 @@ pub(super) async fn execute(
             table,
             partition,
         } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
             if let Some(p) = &partition {
                 t.existing_partition(p)?;
@@ -304,7 +305,7 @@ pub(super) async fn execute(
             let backends: Vec<_> = fe.catalog.read().backends.values().cloned().collect();
             let mut rows = vec![];
             for b in backends {
-                let alive = match fe.pool.get(&b) {
+                let alive = match fe.backends.client(&b) {
                     Ok(c) => c
                         .heartbeat(tethys_proto::HeartbeatRequest { backend_id: b.id })
                         .await
@@ -371,7 +372,7 @@ pub(super) async fn execute(
             ]],
         ),
         Statement::ShowTransaction { db, where_sql } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(&sdb, &db)?;
             let (by_id, by_label) = parse_txn_filter(where_sql.as_deref())?;
             let rows: Vec<Vec<String>> = fe
                 .catalog
@@ -423,7 +424,7 @@ pub(super) async fn execute(
             )
         }
         Statement::ShowLoad { db, stream, filter } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(&sdb, &db)?;
             let txns: Vec<crate::catalog::TxnRecord> = fe
                 .catalog
                 .read()
@@ -674,7 +675,7 @@ async fn tablet_stats(
         .iter()
         .flat_map(|p| p.tablets.iter().cloned())
         .collect();
-    planner::stats::tablet_stats(fe, &tablets).await
+    fe.backends.tablet_stats(&tablets).await
 }
 
 pub(super) fn fmt_size(bytes: i64) -> String {

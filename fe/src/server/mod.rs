@@ -8,6 +8,11 @@ use std::time::Duration;
 
 use tethys_common::{Result, TethysError};
 
+mod connection;
+mod http;
+mod mysql;
+mod rpc;
+
 use crate::catalog::{BackendInfo, Catalog, EditOp};
 use crate::frontend::Frontend;
 
@@ -72,7 +77,7 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
         })?;
     }
     let fe = Frontend::new(catalog);
-    crate::ddl::ensure_all_tablets(&fe).await?;
+    crate::executor::ensure_all_tablets(&fe).await?;
     fe.txn.recover().await?;
     Ok(fe)
 }
@@ -129,7 +134,7 @@ pub async fn serve(
         spawn_periodic(every, every, rx5, move || {
             let fe = fe.clone();
             async move {
-                crate::analyze::auto_analyze(&fe).await;
+                crate::executor::auto_analyze(&fe).await;
             }
         });
     }
@@ -153,18 +158,18 @@ pub async fn serve(
     // Every port is bound before any is served, so a port that is taken
     // (or given twice) fails the start instead of leaving a server that
     // answers on some ports only.
-    let mysql_listener = crate::mysql::bind(cfg.query_addr).await?;
+    let mysql_listener = mysql::bind(cfg.query_addr).await?;
     let http_listener = tokio::net::TcpListener::bind(cfg.http_addr)
         .await
         .map_err(|e| TethysError::io(format!("binding the FE http port {}", cfg.http_addr), e))?;
-    let app = crate::http::router(fe.clone());
+    let app = http::router(fe.clone());
     let rpc_listener = tokio::net::TcpListener::bind(cfg.rpc_addr)
         .await
         .map_err(|e| TethysError::io(format!("binding the FE rpc port {}", cfg.rpc_addr), e))?;
     let rpc = tonic::transport::Server::builder()
         .add_service(
             tethys_proto::frontend_service_server::FrontendServiceServer::new(
-                crate::rpc::FrontendRpc::new(fe.clone()),
+                rpc::FrontendRpc::new(fe.clone()),
             ),
         )
         .serve_with_incoming_shutdown(
@@ -176,7 +181,7 @@ pub async fn serve(
     let http = axum::serve(http_listener, app).with_graceful_shutdown(async move {
         let _ = rx2.wait_for(|v| *v).await;
     });
-    let mysql = crate::mysql::serve_listener(fe, mysql_listener, async move {
+    let mysql = mysql::serve_listener(fe, mysql_listener, async move {
         let _ = rx1.wait_for(|v| *v).await;
     });
     // The first server to fail ends the others: no half-running frontend.

@@ -11,7 +11,7 @@ use tethys_proto::frontend_service_server::FrontendService;
 use tethys_proto::*;
 use tonic::{Request, Response, Status};
 
-use crate::catalog::{Bound, Distribution, Table, TxnState};
+use crate::catalog::{Table, TxnState};
 use crate::frontend::Frontend;
 
 /// Default Stream Load timeout, as Doris' `stream_load_default_timeout_second`.
@@ -42,73 +42,6 @@ fn authenticate(user: &str, password: &str) -> Result<(), Status> {
     }
 }
 
-/// The load plan of a table: schema, partitions, buckets and tablet locations.
-pub fn load_plan(db: &str, t: &Table, backends: &[crate::catalog::BackendInfo]) -> LoadPlanPb {
-    let bound = |b: Bound| match b {
-        Bound::Value(v) => Some(tethys_common::routing::int128_pb(v)),
-        _ => None,
-    };
-    LoadPlanPb {
-        table_id: t.id,
-        schema: Some(t.schema.to_pb()),
-        partition_column: t
-            .partition_column
-            .as_ref()
-            .and_then(|c| t.schema.index_of(c))
-            .map(|i| i as i32)
-            .unwrap_or(-1),
-        partitions: t
-            .partitions
-            .iter()
-            .map(|p| PartitionRoutePb {
-                partition_id: p.id,
-                lower: p.range.and_then(|r| bound(r.0)),
-                upper: p.range.and_then(|r| bound(r.1)),
-                tablet_ids: p.tablets.iter().map(|x| x.id).collect(),
-                backend_ids: p.tablets.iter().map(|x| x.backend_id).collect(),
-                name: p.name.clone(),
-            })
-            .collect(),
-        hash_columns: match &t.distribution {
-            Distribution::Hash { columns, .. } => columns
-                .iter()
-                .filter_map(|c| t.schema.index_of(c))
-                .map(|i| i as u32)
-                .collect(),
-            Distribution::Random { .. } => vec![],
-        },
-        random_buckets: matches!(t.distribution, Distribution::Random { .. }),
-        backends: backends
-            .iter()
-            .map(|b| BackendAddrPb {
-                id: b.id,
-                host: b.host.clone(),
-                rpc_port: b.rpc_port as u32,
-                http_port: b.http_port as u32,
-            })
-            .collect(),
-        defaults: t
-            .schema
-            .columns
-            .iter()
-            .map(|c| c.default.clone().unwrap_or_default())
-            .collect(),
-        has_default: t
-            .schema
-            .columns
-            .iter()
-            .map(|c| c.default.is_some())
-            .collect(),
-        group_commit_interval_ms: table_property(t, "group_commit_interval_ms")
-            .unwrap_or(tethys_common::config::GROUP_COMMIT_INTERVAL_MS),
-        group_commit_data_bytes: table_property(t, "group_commit_data_bytes")
-            .unwrap_or(tethys_common::config::GROUP_COMMIT_DATA_BYTES),
-        db: db.to_string(),
-        table: t.name.clone(),
-        ..Default::default()
-    }
-}
-
 /// The answer to a begin whose label is taken: nothing was begun.
 fn label_taken(e: &TethysError) -> Option<BeginLoadResponse> {
     let TethysError::LabelAlreadyExists {
@@ -127,10 +60,6 @@ fn label_taken(e: &TethysError) -> Option<BeginLoadResponse> {
         message: e.to_string(),
         ..Default::default()
     })
-}
-
-fn table_property(t: &Table, key: &str) -> Option<i64> {
-    t.properties.get(key).and_then(|v| v.parse().ok())
 }
 
 impl FrontendRpc {
@@ -166,7 +95,7 @@ impl FrontendService for FrontendRpc {
         let (table, backends, db) = self.resolve(&r.db, &r.table)?;
         if r.plan_only {
             // Group commit: the rows join the backend's group transaction.
-            let mut plan = load_plan(&db, &table, &backends);
+            let mut plan = crate::load_plan::load_plan(&db, &table, &backends);
             crate::load_plan::compile(&mut plan, &table, &r.columns, &r.where_expr)
                 .map_err(status)?;
             return Ok(Response::new(BeginLoadResponse {
@@ -186,7 +115,7 @@ impl FrontendService for FrontendRpc {
             .begin_with_timeout(&db, label, "BACKEND_STREAMING", timeout * 1000)
         {
             Ok(txn) => {
-                let mut plan = load_plan(&db, &table, &backends);
+                let mut plan = crate::load_plan::load_plan(&db, &table, &backends);
                 if let Err(e) =
                     crate::load_plan::compile(&mut plan, &table, &r.columns, &r.where_expr)
                 {
@@ -244,7 +173,7 @@ impl FrontendService for FrontendRpc {
             Ok(txn) => Ok(Response::new(BeginLoadResponse {
                 txn_id: txn.id,
                 label: txn.label,
-                plan: Some(load_plan(&db, &table, &backends)),
+                plan: Some(crate::load_plan::load_plan(&db, &table, &backends)),
                 ..Default::default()
             })),
             Err(e) => label_taken(&e).map(Response::new).ok_or_else(|| status(e)),

@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use tethys_common::Result;
 
-use crate::ddl;
 use crate::frontend::Frontend;
 use crate::session::Session;
 use crate::sql::statement::Statement;
+
+mod delete_update;
 
 use super::query::{run_query, run_query_as};
 use super::{Output, table_snapshot};
@@ -26,14 +27,15 @@ pub(super) async fn execute(
             partitions,
             condition,
         } => {
-            let db = ddl::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(&sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
             // Merge-on-write UNIQUE tables delete rows by key: the matching
             // rows are loaded back as deletes of their keys.
-            if let Some(insert) = crate::dml::delete_as_insert(&db, &t, &partitions, &condition)? {
+            if let Some(insert) = delete_update::delete_as_insert(&db, &t, &partitions, &condition)?
+            {
                 return run_query_as(fe, session, &insert, None, true).await;
             }
-            let d = crate::dml::delete(fe, &db, &t, &partitions, &condition).await?;
+            let d = delete_update::delete(fe, &db, &t, &partitions, &condition).await?;
             Ok(Output::Ok {
                 affected: 0,
                 info: format!(
@@ -43,7 +45,7 @@ pub(super) async fn execute(
             })
         }
         Statement::Update(sql) => {
-            let insert = crate::dml::update_as_insert(&sql, &sdb, fe)?;
+            let insert = delete_update::update_as_insert(&sql, &sdb, fe)?;
             run_query(fe, session, &insert, None).await
         }
         other => Err(super::not_in_family("dml", &other)),

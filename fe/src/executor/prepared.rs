@@ -17,8 +17,8 @@ use tethys_common::{Result, TethysError};
 
 use crate::executor::{self, Output};
 use crate::frontend::Frontend;
-use crate::mysql::conn::{bind_params, count_placeholders, quote_str};
 use crate::session::Session;
+use crate::sql::params::{bind_params, count_placeholders, quote_str};
 use crate::sql::statement::PrepareSource;
 
 /// `PREPARE name FROM ...`: checks the statement's syntax and keeps it.

@@ -18,8 +18,8 @@ use tethys_common::{Result, TethysError};
 
 use crate::catalog::journal::EditOp;
 use crate::frontend::Frontend;
-use crate::metadata::charsets;
 use crate::planner::run::collect_query;
+use crate::session::charsets;
 use crate::session::{Session, Variables};
 use crate::sql::set::{SetItem, SetScope, SetStatement, SetValue};
 

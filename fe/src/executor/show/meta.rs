@@ -14,7 +14,6 @@ use tethys_common::schema::KeysType;
 use tethys_common::{Result, TethysError};
 
 use crate::catalog::Table;
-use crate::ddl;
 use crate::executor::{Output, filtered_nullable, table_snapshot};
 use crate::frontend::Frontend;
 use crate::metadata::columns::{Col, table_def};
@@ -257,7 +256,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &Session, show: ShowMeta) -> R
 
 /// The database a SHOW names (or the session's), as the catalog spells it.
 fn database(fe: &Frontend, session: &Session, db: &Option<String>) -> Result<String> {
-    let db = ddl::resolve_db(&session.database, db)?;
+    let db = crate::session::resolve_db(&session.database, db)?;
     if db.eq_ignore_ascii_case(information_schema::NAME) {
         return Ok(information_schema::NAME.into());
     }

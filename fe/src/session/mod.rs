@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 use tethys_common::config::{DEFAULT_BATCH_SIZE, MYSQL_SERVER_VERSION, VERSION_COMMENT};
 use tethys_common::{Result, TethysError};
 
+pub mod charsets;
+
 /// A session variable's definition.
 struct VarDef {
     name: &'static str,
@@ -159,7 +161,7 @@ fn def(name: &str) -> Option<&'static VarDef> {
 /// `None` for other variables. `character_set_results` may be NULL (no
 /// conversion).
 fn charset_value(name: &str, value: &str) -> Result<Option<String>> {
-    use crate::metadata::charsets;
+    use crate::session::charsets;
     if name.starts_with("character_set_") {
         if name == "character_set_results" && value.eq_ignore_ascii_case("null") {
             return Ok(Some("NULL".into()));
@@ -434,6 +436,30 @@ impl Session {
             assigned: Default::default(),
             prepared: BTreeMap::new(),
         }
+    }
+}
+
+/// The database a statement means: the one it names, else the session's.
+pub fn resolve_db(session_db: &Option<String>, db: &Option<String>) -> Result<String> {
+    db.clone()
+        .or_else(|| session_db.clone())
+        .ok_or(TethysError::NoDatabaseSelected)
+}
+
+/// The database and table a statement names (`t` or `db.t`).
+pub fn table_name_of(
+    name: &datafusion::sql::sqlparser::ast::ObjectName,
+    session_db: &Option<String>,
+) -> Result<(String, String)> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
+        .collect();
+    match parts.as_slice() {
+        [t] => Ok((resolve_db(session_db, &None)?, t.clone())),
+        [d, t] => Ok((d.clone(), t.clone())),
+        _ => Err(TethysError::Syntax(format!("bad table name {name}"))),
     }
 }
 
