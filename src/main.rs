@@ -114,7 +114,7 @@ struct StandaloneArgs {
     compaction_threads: usize,
     /// Versions (rowsets) a tablet may hold before loads into it are
     /// refused (Doris' be.conf `max_tablet_version_num`).
-    #[arg(long, default_value_t = tethys_be::storage::tablet::MAX_TABLET_VERSION_NUM)]
+    #[arg(long, default_value_t = tethys_be::storage::MAX_TABLET_VERSION_NUM)]
     max_tablet_version_num: usize,
 }
 
@@ -136,7 +136,7 @@ impl Default for StandaloneArgs {
             pk_index_cache_mb: None,
             disable_auto_compaction: false,
             compaction_threads: 1,
-            max_tablet_version_num: tethys_be::storage::tablet::MAX_TABLET_VERSION_NUM,
+            max_tablet_version_num: tethys_be::storage::MAX_TABLET_VERSION_NUM,
         }
     }
 }
@@ -173,12 +173,12 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
         page_cache_bytes: args
             .storage_page_cache_mb
             .map(|mb| mb << 20)
-            .unwrap_or_else(tethys_be::storage::page_cache::default_capacity),
+            .unwrap_or_else(tethys_be::storage::default_page_cache_bytes),
         key_index_cache_bytes: args
             .pk_index_cache_mb
             .map(|mb| mb << 20)
-            .unwrap_or_else(tethys_be::storage::delete_bitmap::default_key_index_cache_bytes),
-        compaction: tethys_be::storage::engine::CompactionConfig {
+            .unwrap_or_else(tethys_be::storage::default_key_index_cache_bytes),
+        compaction: tethys_be::storage::CompactionConfig {
             auto: !args.disable_auto_compaction,
             threads: args.compaction_threads,
             ..Default::default()

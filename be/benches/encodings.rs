@@ -12,8 +12,8 @@ use arrow::array::{
     ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int64Array, StringArray,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use tethys_be::storage::encoding::Encoding;
-use tethys_be::storage::page::{decode_page, encode_page, sum_page};
+use tethys_be::storage::bench::Encoding;
+use tethys_be::storage::bench::{decode_page, encode_page, sum_page};
 
 const ROWS: usize = 4064;
 

@@ -32,7 +32,7 @@ pub struct BackendConfig {
     /// Bytes of merge-on-write primary-key indexes kept in memory (0: off).
     pub key_index_cache_bytes: usize,
     /// Background compaction settings.
-    pub compaction: crate::storage::engine::CompactionConfig,
+    pub compaction: crate::storage::CompactionConfig,
     /// Versions a tablet may hold before loads are refused.
     pub max_tablet_versions: usize,
 }

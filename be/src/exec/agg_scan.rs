@@ -42,11 +42,11 @@ use datafusion::physical_plan::{
 };
 use tethys_common::plan::{OlapScanExec, PushedAgg, PushedAggKind};
 
-use super::scan::{Counters, ScanState, SegmentToScan, corrupt_in, with_delete_filters};
+use super::segment_scan::{Counters, ScanState, SegmentToScan, corrupt_in, with_delete_filters};
 use crate::storage::StorageEngine;
-use crate::storage::page_cache::{CachedPage, PageKey};
-use crate::storage::segment::Segment;
-use crate::storage::zone_map::{ZoneMap, ZoneValue, pick_bound, to_scalar};
+use crate::storage::read::{
+    PageReader, PageSum, Segment, ZoneMap, ZoneValue, pick_bound, to_scalar,
+};
 
 /// A pushed-down ungrouped aggregate over local tablets.
 #[derive(Debug)]
@@ -224,17 +224,19 @@ impl AggRun {
                     let dt = self.scan.table_schema().columns[col]
                         .column_type
                         .arrow_type();
-                    let cached = if seg.cache_id() == 0 {
-                        vec![None; seg.num_pages()]
-                    } else {
-                        self.engine
-                            .pages
-                            .get_many((0..seg.num_pages()).map(|pi| page_key(seg, col, pi)))
-                    };
-                    for (pi, cached) in cached.into_iter().enumerate() {
-                        let (s, v) =
-                            page_sum(&self.engine, &self.counters, seg, col, pi, cached, &dt)
-                                .map_err(|e| corrupt_in(tablet_id, e))?;
+                    let (pages, io) = PageReader::new(&self.engine, seg)
+                        .sums(col, &dt)
+                        .map_err(|e| corrupt_in(tablet_id, e))?;
+                    self.counters.cached_pages.add(io.cached_pages);
+                    self.counters.bytes_read.add(io.bytes);
+                    self.counters.raw_bytes_read.add(io.raw_bytes);
+                    for page in pages {
+                        let (s, v) = match page {
+                            PageSum::Summed(s, v) => (s, v),
+                            PageSum::Decoded(array) => {
+                                array_sum(&array).map_err(|e| corrupt_in(tablet_id, e))?
+                            }
+                        };
                         *sum = sum.wrapping_add(s);
                         *valid += v;
                     }
@@ -311,58 +313,6 @@ impl AggRun {
             .collect::<Result<Vec<_>>>()?;
         Ok(RecordBatch::try_new(schema.clone(), columns)?)
     }
-}
-
-/// The page cache's key of page `pi` of column `col` of `seg`.
-fn page_key(seg: &Segment, col: usize, pi: usize) -> PageKey {
-    PageKey {
-        segment: seg.cache_id(),
-        column: col as u32,
-        page: pi as u32,
-    }
-}
-
-/// The sum and count of the non-NULL values of page `pi` of integer or
-/// decimal column `col` (`cached`: its page-cache entry): from its raw form
-/// where it is cached or read from disk, summed in place; from its decoded
-/// array where only that is cached or the encoding must be decoded.
-fn page_sum(
-    engine: &StorageEngine,
-    counters: &Counters,
-    seg: &Segment,
-    col: usize,
-    pi: usize,
-    cached: Option<CachedPage>,
-    dt: &DataType,
-) -> tethys_common::Result<(i128, u64)> {
-    let key = page_key(seg, col, pi);
-    if cached.is_some() {
-        counters.cached_pages.add(1);
-    }
-    let raw: Arc<[u8]> = match cached {
-        Some(CachedPage::Decoded { array, raw: None }) => return array_sum(&array),
-        Some(CachedPage::Decoded { raw: Some(raw), .. } | CachedPage::Raw(raw)) => raw,
-        None => {
-            let (raw, bytes) = seg.read_raw_page(col, pi)?;
-            counters.bytes_read.add(bytes as usize);
-            counters.raw_bytes_read.add(raw.len());
-            let raw: Arc<[u8]> = raw.into();
-            if key.segment != 0 {
-                engine.pages.insert(key, CachedPage::Raw(raw.clone()));
-            }
-            raw
-        }
-    };
-    if let Some(s) = seg.sum_page(col, pi, &raw, dt)? {
-        return Ok(s);
-    }
-    let array = seg.decode_page(col, pi, &raw, dt)?;
-    if key.segment != 0
-        && let Some(page) = CachedPage::upgrade(&raw, &array, &engine.pages)
-    {
-        engine.pages.insert(key, page);
-    }
-    array_sum(&array)
 }
 
 /// The wrapping sum and count of the non-NULL values of an integer or

@@ -14,7 +14,7 @@ use datafusion::physical_expr::expressions::{BinaryExpr, Column, InListExpr, Lit
 use datafusion::physical_expr::{PhysicalExpr, split_conjunction};
 use tethys_common::schema::TableSchema;
 
-use crate::storage::short_key::{PrefixField, encode_bound, prefix_fields};
+use crate::storage::read::{PrefixField, encode_bound, prefix_fields};
 
 /// Encoded bounds on the key prefix of rows that can match.
 #[derive(Debug, Clone, PartialEq)]

@@ -25,10 +25,9 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::Count;
 use tethys_common::schema::TableSchema;
 
-use super::scan::{Counters, ScanState, TabletScanExec};
+use super::segment_scan::{Counters, ScanInputs, ScanState, SegmentToScan, with_delete_filters};
 use crate::storage::StorageEngine;
-use crate::storage::merge::{BatchSource, KeyMerger};
-use crate::storage::tablet::{ReadLease, merge_spec_of};
+use crate::storage::read::{BatchSource, KeyMerger, ReadLease, merge_spec_of};
 
 /// How one tablet is read: merged, or as its single segment.
 enum Reader {
@@ -62,14 +61,14 @@ pub(super) struct MergeScan {
 
 impl MergeScan {
     pub(super) fn new(
-        exec: &TabletScanExec,
+        exec: ScanInputs<'_>,
         counters: Counters,
         merged_away: Count,
         tablets: VecDeque<(i64, i64)>,
         batch_size: usize,
     ) -> Result<MergeScan> {
-        let table_schema = exec.scan().table_schema().clone();
-        let projection = exec.scan().projection();
+        let table_schema = exec.scan.table_schema().clone();
+        let projection = exec.scan.projection();
         let nkeys = table_schema.num_key_columns;
         let mut read_projection: Vec<usize> = (0..nkeys).collect();
         read_projection.extend(projection.iter().copied().filter(|&c| c >= nkeys));
@@ -90,7 +89,7 @@ impl MergeScan {
             .map(|f| f.name().clone())
             .collect();
         let (mut on_keys, mut rest) = (vec![], vec![]);
-        if let Some(p) = exec.predicate() {
+        if let Some(p) = exec.predicate {
             for c in split_conjunction(p) {
                 let c = reassign_expr_columns(c.clone(), &read_schema)?;
                 if collect_columns(&c)
@@ -104,18 +103,18 @@ impl MergeScan {
             }
         }
         Ok(MergeScan {
-            engine: exec.engine().clone(),
+            engine: exec.engine.clone(),
             table_schema,
             read_projection,
             read_schema,
             key_predicate: conjunction_opt(on_keys),
-            residual: if exec.evaluates() {
+            residual: if exec.evaluates {
                 conjunction_opt(rest)
             } else {
                 None
             },
             output,
-            out_schema: exec.scan().schema(),
+            out_schema: exec.scan.schema(),
             counters,
             merged_away,
             rows_in: Arc::new(AtomicUsize::new(0)),
@@ -127,7 +126,7 @@ impl MergeScan {
     }
 
     /// One segment's scan as a merge source.
-    fn source(&self, tablet_id: i64, segment: super::scan::SegmentToScan) -> Result<BatchSource> {
+    fn source(&self, tablet_id: i64, segment: SegmentToScan) -> Result<BatchSource> {
         let mut counters = self.counters.clone();
         // Output rows are counted after the merge.
         counters.rows_out = Count::new();
@@ -160,7 +159,7 @@ impl MergeScan {
         };
         let tablet = self.engine.tablet(tablet_id)?;
         let lease = tablet.lease();
-        let sources = super::scan::with_delete_filters(&tablet, version, &self.table_schema)?
+        let sources = with_delete_filters(&tablet, version, &self.table_schema)?
             .into_iter()
             .map(|seg| self.source(tablet_id, seg))
             .collect::<Result<Vec<_>>>()?;

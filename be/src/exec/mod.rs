@@ -9,6 +9,7 @@ mod like;
 mod merge_scan;
 mod predicate;
 mod scan;
+mod segment_scan;
 
 use std::sync::Arc;
 

@@ -34,7 +34,7 @@ use datafusion::physical_expr::split_conjunction;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
 
-use crate::storage::zone_map::ZoneStats;
+use crate::storage::read::ZoneStats;
 
 /// How often (in evaluated pages) the conjunct order is revised.
 const REORDER_EVERY: u64 = 8;
@@ -447,7 +447,7 @@ fn bloom_probe(e: &Arc<dyn PhysicalExpr>, schema: &SchemaRef) -> Option<(usize, 
     if !same {
         return None;
     }
-    Some((col.index(), tethys_common::plan::bloom_keys(&array)?))
+    Some((col.index(), crate::storage::read::bloom_keys(&array)?))
 }
 
 /// The negation of a comparison (`a < b` -> `a >= b`), for proving with zone
@@ -473,7 +473,7 @@ fn negate(e: &Arc<dyn PhysicalExpr>) -> Option<Arc<dyn PhysicalExpr>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::zone_map::ZoneMap;
+    use crate::storage::read::ZoneMap;
     use arrow::array::Int64Array;
     use arrow::datatypes::{DataType, Field};
     use datafusion::physical_expr::expressions::{binary, col, lit};
@@ -518,8 +518,8 @@ mod tests {
         )
         .unwrap();
         let zone = |min: i64, max: i64, nulls: u64| ZoneMap {
-            min: Some(crate::storage::zone_map::ZoneValue::I(min)),
-            max: Some(crate::storage::zone_map::ZoneValue::I(max)),
+            min: Some(crate::storage::read::ZoneValue::I(min)),
+            max: Some(crate::storage::read::ZoneValue::I(max)),
             null_count: nulls,
         };
         let (z0a, z0b) = (zone(0, 5, 0), zone(1, 1, 0));

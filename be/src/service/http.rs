@@ -70,7 +70,7 @@ async fn compaction_show(
         }
     };
     let m = t.meta();
-    let describe = |r: &crate::storage::tablet::RowsetMeta| {
+    let describe = |r: &crate::storage::RowsetMeta| {
         format!(
             "[{}-{}] {} DATA {} {} {}",
             r.start_version,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::storage::compaction::CompactionKind;
+use crate::storage::CompactionKind;
 use tethys_common::TethysError;
 use tethys_common::schema::TableSchema;
 use tethys_proto::backend_service_server::BackendService;

@@ -166,7 +166,7 @@ pub fn write_segment(
                 .map_err(|e| TethysError::io(wctx(), e))?;
             let page_offset = offset;
             offset += stored.len() as u64;
-            let bloom = match with_bloom.then(|| tethys_common::plan::page_bloom(&slice)) {
+            let bloom = match with_bloom.then(|| super::bloom::page_bloom(&slice)) {
                 Some(Some(bits)) => Some(
                     write_block(&mut buf, &mut offset, &bits)
                         .map_err(|e| TethysError::io(wctx(), e))?,
@@ -805,13 +805,15 @@ mod tests {
         assert!(seg.read_bloom(0, 0).unwrap().is_none());
         let key = |v: &str| vec![v.as_bytes().to_vec()];
         let bits = seg.read_bloom(1, 1).unwrap().unwrap();
-        assert!(tethys_common::plan::page_bloom_may_contain(
+        assert!(crate::storage::bloom::page_bloom_may_contain(
             &bits,
             &key("v5000")
         ));
         // Values of other pages: a 5% filter lets few through.
         let passed = (0..4000)
-            .filter(|i| tethys_common::plan::page_bloom_may_contain(&bits, &key(&format!("v{i}"))))
+            .filter(|i| {
+                crate::storage::bloom::page_bloom_may_contain(&bits, &key(&format!("v{i}")))
+            })
             .count();
         assert!(passed < 400, "{passed} of 4000 absent values passed");
         // A flipped byte in the bloom block is corruption, not a skipped page.

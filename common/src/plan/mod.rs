@@ -15,10 +15,7 @@ mod profile;
 mod push_agg;
 
 pub use bitmap::{BitmapFilterExpr, IntKeys, MAX_BITMAP_RANGE};
-pub use bloom::{
-    BLOOM_FPP, BloomFilterExpr, BloomKeys, PAGE_BLOOM_FPP, bloom_keys, page_bloom,
-    page_bloom_may_contain,
-};
+pub use bloom::{BLOOM_FPP, BloomFilterExpr, BloomKeys, map_keys as bloom_key_bytes};
 pub use codec::TethysCodec;
 pub use exact_decimal::{ExactDecimalExpr, exact_decimal_arithmetic, exact_decimal_expr};
 pub use olap_scan::OlapScanExec;
