@@ -141,7 +141,393 @@ pub fn rewrite(e: &mut Expr) {
     let Some(args) = plain_args(list) else {
         return;
     };
-    match name.as_str() {
+    let no_clauses = list.clauses.is_empty();
+    let replaced = date_call(&name, &args)
+        .or_else(|| text_call(&name, &args))
+        .or_else(|| math_call(&name, &args))
+        .or_else(|| agg_call(&name, &args, no_clauses));
+    if let Some(new) = replaced {
+        *e = new;
+    } else if let Some(to) = renamed(&name, args.len()) {
+        f.name = ObjectName::from(vec![Ident::new(to)]);
+    } else {
+        rewrite_in_place(&name, e, args);
+    }
+}
+
+/// Date and time spellings.
+fn date_call(name: &str, args: &[Expr]) -> Option<Expr> {
+    match name {
+        "timestampadd" if args.len() == 3 => {
+            let Expr::Identifier(unit) = &args[0] else {
+                return None;
+            };
+            let (func, times) = match unit.value.to_ascii_uppercase().as_str() {
+                "YEAR" => ("years_add", 1),
+                "QUARTER" => ("months_add", 3),
+                "MONTH" => ("months_add", 1),
+                "WEEK" => ("weeks_add", 1),
+                "DAY" => ("days_add", 1),
+                "HOUR" => ("hours_add", 1),
+                "MINUTE" => ("minutes_add", 1),
+                "SECOND" => ("seconds_add", 1),
+                _ => return None,
+            };
+            let n = if times == 1 {
+                args[1].clone()
+            } else {
+                Expr::BinaryOp {
+                    left: Box::new(args[1].clone()),
+                    op: BinaryOperator::Multiply,
+                    right: Box::new(Expr::value(Value::Number(times.to_string(), false))),
+                }
+            };
+            Some(call(func, vec![args[2].clone(), n]))
+        }
+        // Doris' `date_trunc(d, 'unit')`: DataFusion takes the unit first.
+        "date_trunc" if args.len() == 2 => {
+            let unit = |x: &Expr| match x {
+                Expr::Value(v) => match &v.value {
+                    Value::SingleQuotedString(u) | Value::DoubleQuotedString(u) => {
+                        let u = u.to_ascii_lowercase();
+                        [
+                            "year", "quarter", "month", "week", "day", "hour", "minute", "second",
+                        ]
+                        .contains(&u.as_str())
+                        .then_some(u)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            // Either argument order; Tethys' floor works in microseconds over
+            // years 1 to 9999 (DataFusion's failed on 9999-11-11 in nanoseconds).
+            let (u, t) = match (unit(&args[0]), unit(&args[1])) {
+                (None, Some(u)) => (u, &args[0]),
+                (Some(u), None) => (u, &args[1]),
+                _ => return None,
+            };
+            Some(call(&format!("{u}_floor"), vec![t.clone()]))
+        }
+        "dayname" if args.len() == 1 => {
+            Some(call("date_format", vec![args[0].clone(), text("%W")]))
+        }
+        "monthname" if args.len() == 1 => {
+            Some(call("date_format", vec![args[0].clone(), text("%M")]))
+        }
+        // Monday 0 .. Sunday 6 (dayofweek is Sunday 1 .. Saturday 7).
+        "weekday" if args.len() == 1 => Some(Expr::Nested(Box::new(Expr::BinaryOp {
+            left: Box::new(Expr::Nested(Box::new(Expr::BinaryOp {
+                left: Box::new(call("dayofweek", vec![args[0].clone()])),
+                op: BinaryOperator::Plus,
+                right: Box::new(number(5)),
+            }))),
+            op: BinaryOperator::Modulo,
+            right: Box::new(number(7)),
+        }))),
+        "date_floor" | "date_ceil" if args.len() == 2 => {
+            let Expr::Interval(iv) = &args[1] else {
+                return None;
+            };
+            let Some(unit) = &iv.leading_field else {
+                return None;
+            };
+            let unit = unit.to_string().to_ascii_lowercase();
+            if ![
+                "year", "quarter", "month", "week", "day", "hour", "minute", "second",
+            ]
+            .contains(&unit.as_str())
+            {
+                return None;
+            }
+            let side = name.trim_start_matches("date_");
+            Some(call(
+                &format!("{unit}_{side}"),
+                vec![args[0].clone(), (*iv.value).clone()],
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// String and struct spellings.
+fn text_call(name: &str, args: &[Expr]) -> Option<Expr> {
+    match name {
+        "elt" if args.len() >= 2 => {
+            let conditions = args[1..]
+                .iter()
+                .enumerate()
+                .map(|(i, s)| datafusion::sql::sqlparser::ast::CaseWhen {
+                    condition: Expr::value(Value::Number((i + 1).to_string(), false)),
+                    result: s.clone(),
+                })
+                .collect();
+            Some(Expr::Case {
+                case_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                end_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                operand: Some(Box::new(args[0].clone())),
+                conditions,
+                else_result: None,
+            })
+        }
+        "null_or_empty" | "not_null_or_empty" if args.len() == 1 => {
+            let empty = Expr::BinaryOp {
+                left: Box::new(Expr::IsNull(Box::new(args[0].clone()))),
+                op: BinaryOperator::Or,
+                right: Box::new(Expr::BinaryOp {
+                    left: Box::new(args[0].clone()),
+                    op: BinaryOperator::Eq,
+                    right: Box::new(text("")),
+                }),
+            };
+            Some(if name == "null_or_empty" {
+                Expr::Nested(Box::new(empty))
+            } else {
+                Expr::UnaryOp {
+                    op: datafusion::sql::sqlparser::ast::UnaryOperator::Not,
+                    expr: Box::new(Expr::Nested(Box::new(empty))),
+                }
+            })
+        }
+        "space" if args.len() == 1 => Some(call("repeat", vec![text(" "), args[0].clone()])),
+        "strcmp" if args.len() == 2 => {
+            let cmp = |op| Expr::BinaryOp {
+                left: Box::new(args[0].clone()),
+                op,
+                right: Box::new(args[1].clone()),
+            };
+            Some(null_if_any_null(
+            args,
+            Expr::Case {
+                case_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                end_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                operand: None,
+                conditions: vec![
+                    datafusion::sql::sqlparser::ast::CaseWhen {
+                        condition: cmp(BinaryOperator::Lt),
+                        result: number(-1),
+                    },
+                    datafusion::sql::sqlparser::ast::CaseWhen {
+                        condition: cmp(BinaryOperator::Gt),
+                        result: number(1),
+                    },
+                ],
+                else_result: Some(Box::new(number(0))),
+            },
+        ))
+        }
+        // field(x, a, b, ...): the position of x among a, b, ... (0 if absent).
+        "field" if args.len() >= 2 => {
+            let conditions = args[1..]
+                .iter()
+                .enumerate()
+                .map(|(i, s)| datafusion::sql::sqlparser::ast::CaseWhen {
+                    condition: Expr::BinaryOp {
+                        left: Box::new(args[0].clone()),
+                        op: BinaryOperator::Eq,
+                        right: Box::new(s.clone()),
+                    },
+                    result: number(i as i64 + 1),
+                })
+                .collect();
+            Some(Expr::Case {
+                case_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                end_token:
+                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                operand: None,
+                conditions,
+                else_result: Some(Box::new(number(0))),
+            })
+        }
+        // sha2(s, bits): MySQL's lower-case hex digest (0 is 256 bits).
+        "sha2" if args.len() == 2 => {
+            let bits = match &args[1] {
+                Expr::Value(v) => match &v.value {
+                    Value::Number(n, _) => n.clone(),
+                    _ => return None,
+                },
+                _ => return None,
+            };
+            let digest = match bits.as_str() {
+                "224" => "sha224",
+                "256" | "0" => "sha256",
+                "384" => "sha384",
+                "512" => "sha512",
+                _ => return None,
+            };
+            Some(call(
+                "encode",
+                vec![call(digest, vec![args[0].clone()]), text("hex")],
+            ))
+        }
+        "struct" => {
+            let named = args
+                .iter()
+                .enumerate()
+                .flat_map(|(i, a)| [text(&format!("col{}", i + 1)), a.clone()])
+                .collect();
+            Some(call("named_struct", named))
+        }
+        _ => None,
+    }
+}
+
+/// Arithmetic spellings.
+fn math_call(name: &str, args: &[Expr]) -> Option<Expr> {
+    match name {
+        // ((a % b) + b) % b: the remainder with b's sign.
+        "pmod" if args.len() == 2 => {
+            let rem = |l: Expr| Expr::BinaryOp {
+                left: Box::new(l),
+                op: BinaryOperator::Modulo,
+                right: Box::new(args[1].clone()),
+            };
+            Some(Expr::Nested(Box::new(rem(Expr::Nested(Box::new(
+                Expr::BinaryOp {
+                    left: Box::new(Expr::Nested(Box::new(rem(args[0].clone())))),
+                    op: BinaryOperator::Plus,
+                    right: Box::new(args[1].clone()),
+                },
+            ))))))
+        }
+        "mod" if args.len() == 2 => Some(Expr::Nested(Box::new(Expr::BinaryOp {
+            left: Box::new(args[0].clone()),
+            op: BinaryOperator::Modulo,
+            right: Box::new(args[1].clone()),
+        }))),
+        _ => None,
+    }
+}
+
+/// Aggregate spellings, and `ROLLUP` / `CUBE` read as calls.
+fn agg_call(name: &str, args: &[Expr], no_clauses: bool) -> Option<Expr> {
+    match name {
+        "percentile" | "percentile_approx" | "percentile_array"
+            if (2..=3).contains(&args.len()) && no_clauses =>
+        {
+            let within = |p: Expr, extra: Option<Expr>, func: &str| {
+                let mut c = call(func, std::iter::once(p).chain(extra).collect());
+                if let Expr::Function(f) = &mut c {
+                    f.within_group = vec![OrderByExpr {
+                        expr: args[0].clone(),
+                        options: OrderByOptions {
+                            asc: None,
+                            nulls_first: None,
+                        },
+                        with_fill: None,
+                    }];
+                }
+                c
+            };
+            Some(match name {
+                "percentile" if args.len() == 2 => within(args[1].clone(), None, "percentile_cont"),
+                "percentile_approx" => within(
+                    args[1].clone(),
+                    args.get(2).cloned(),
+                    "approx_percentile_cont",
+                ),
+                "percentile_array" if args.len() == 2 => {
+                    let Expr::Array(arr) = &args[1] else {
+                        return None;
+                    };
+                    let each = arr
+                        .elem
+                        .iter()
+                        .map(|p| within(p.clone(), None, "percentile_cont"))
+                        .collect();
+                    call("make_array", each)
+                }
+                _ => return None,
+            })
+        }
+        "retention" if !args.is_empty() && no_clauses => {
+            let held = |c: &Expr| {
+                call(
+                    "coalesce",
+                    vec![
+                        call("bool_or", vec![c.clone()]),
+                        Expr::value(Value::Boolean(false)),
+                    ],
+                )
+            };
+            let first = held(&args[0]);
+            let steps = args
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let cond = if i == 0 {
+                        first.clone()
+                    } else {
+                        Expr::BinaryOp {
+                            left: Box::new(first.clone()),
+                            op: BinaryOperator::And,
+                            right: Box::new(held(c)),
+                        }
+                    };
+                    Expr::Cast {
+                        kind: CastKind::Cast,
+                        expr: Box::new(Expr::Nested(Box::new(cond))),
+                        data_type: DataType::TinyInt(None),
+                        array: false,
+                        format: None,
+                    }
+                })
+                .collect();
+            Some(call("make_array", steps))
+        }
+        "topn" if (2..=3).contains(&args.len()) && no_clauses => Some(call(
+            "topn_of",
+            vec![call("array_agg", vec![args[0].clone()]), args[1].clone()],
+        )),
+        "window_funnel" if args.len() >= 4 && no_clauses => {
+            let events = call("struct", args[2..].to_vec());
+            Some(call(
+                "window_funnel_of",
+                vec![
+                    args[0].clone(),
+                    args[1].clone(),
+                    call("array_agg", vec![events]),
+                ],
+            ))
+        }
+        // `GROUP BY ROLLUP(a, b)` / `CUBE(a, b)`, which the MySQL dialect
+        // reads as calls.
+        "rollup" => Some(Expr::Rollup(args.iter().map(|a| vec![a.clone()]).collect())),
+        "cube" => Some(Expr::Cube(args.iter().map(|a| vec![a.clone()]).collect())),
+        _ => None,
+    }
+}
+
+/// Functions DataFusion has under another name.
+fn renamed(name: &str, nargs: usize) -> Option<&'static str> {
+    match name {
+        "ndv" | "approx_count_distinct" if nargs == 1 => Some("approx_distinct"),
+        "date" if nargs == 1 => Some("to_date"),
+        "log" if nargs == 1 => Some("ln"),
+        "array_size" | "size" if nargs == 1 => Some("cardinality"),
+        "sign" if nargs == 1 => Some("signum"),
+        "stddev" | "std" if nargs == 1 => Some("stddev_pop"),
+        "variance" if nargs == 1 => Some("var_pop"),
+        "covar" if nargs == 2 => Some("covar_pop"),
+        "regexp_replace_one" if nargs == 3 => Some("regexp_replace"),
+        _ => None,
+    }
+}
+
+/// Calls rewritten in place: their arguments or clauses change.
+fn rewrite_in_place(name: &str, e: &mut Expr, args: Vec<Expr>) {
+    let Expr::Function(f) = e else {
+        return;
+    };
+    let FunctionArguments::List(list) = &mut f.args else {
+        return;
+    };
+    match name {
         "group_concat" if !args.is_empty() && args.len() <= 2 => {
             let mut sep = args
                 .get(1)
@@ -197,9 +583,6 @@ pub fn rewrite(e: &mut Expr) {
                 vec![collect, sep, text(&orders.join(","))],
             );
         }
-        "ndv" | "approx_count_distinct" if args.len() == 1 => {
-            f.name = ObjectName::from(vec![Ident::new("approx_distinct")]);
-        }
         "count"
             if args.len() > 1
                 && matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct)) =>
@@ -218,350 +601,12 @@ pub fn rewrite(e: &mut Expr) {
                 )));
             }
         }
-        "timestampadd" if args.len() == 3 => {
-            let Expr::Identifier(unit) = &args[0] else {
-                return;
-            };
-            let (func, times) = match unit.value.to_ascii_uppercase().as_str() {
-                "YEAR" => ("years_add", 1),
-                "QUARTER" => ("months_add", 3),
-                "MONTH" => ("months_add", 1),
-                "WEEK" => ("weeks_add", 1),
-                "DAY" => ("days_add", 1),
-                "HOUR" => ("hours_add", 1),
-                "MINUTE" => ("minutes_add", 1),
-                "SECOND" => ("seconds_add", 1),
-                _ => return,
-            };
-            let n = if times == 1 {
-                args[1].clone()
-            } else {
-                Expr::BinaryOp {
-                    left: Box::new(args[1].clone()),
-                    op: BinaryOperator::Multiply,
-                    right: Box::new(Expr::value(Value::Number(times.to_string(), false))),
-                }
-            };
-            *e = call(func, vec![args[2].clone(), n]);
-        }
-        // Doris' `date_trunc(d, 'unit')`: DataFusion takes the unit first.
-        "date_trunc" if args.len() == 2 => {
-            let unit = |x: &Expr| match x {
-                Expr::Value(v) => match &v.value {
-                    Value::SingleQuotedString(u) | Value::DoubleQuotedString(u) => {
-                        let u = u.to_ascii_lowercase();
-                        [
-                            "year", "quarter", "month", "week", "day", "hour", "minute", "second",
-                        ]
-                        .contains(&u.as_str())
-                        .then_some(u)
-                    }
-                    _ => None,
-                },
-                _ => None,
-            };
-            // Either argument order; Tethys' floor works in microseconds over
-            // years 1 to 9999 (DataFusion's failed on 9999-11-11 in nanoseconds).
-            let (u, t) = match (unit(&args[0]), unit(&args[1])) {
-                (None, Some(u)) => (u, &args[0]),
-                (Some(u), None) => (u, &args[1]),
-                _ => return,
-            };
-            *e = call(&format!("{u}_floor"), vec![t.clone()]);
-        }
-        "date" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("to_date")]),
-        "elt" if args.len() >= 2 => {
-            let conditions = args[1..]
-                .iter()
-                .enumerate()
-                .map(|(i, s)| datafusion::sql::sqlparser::ast::CaseWhen {
-                    condition: Expr::value(Value::Number((i + 1).to_string(), false)),
-                    result: s.clone(),
-                })
-                .collect();
-            *e = Expr::Case {
-                case_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                end_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                operand: Some(Box::new(args[0].clone())),
-                conditions,
-                else_result: None,
-            };
-        }
         "greatest" | "least" if args.len() > 1 => {
             *e = null_if_any_null(&args, Expr::Function(f.clone()));
         }
-        "log" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("ln")]),
-        "null_or_empty" | "not_null_or_empty" if args.len() == 1 => {
-            let empty = Expr::BinaryOp {
-                left: Box::new(Expr::IsNull(Box::new(args[0].clone()))),
-                op: BinaryOperator::Or,
-                right: Box::new(Expr::BinaryOp {
-                    left: Box::new(args[0].clone()),
-                    op: BinaryOperator::Eq,
-                    right: Box::new(text("")),
-                }),
-            };
-            *e = if name == "null_or_empty" {
-                Expr::Nested(Box::new(empty))
-            } else {
-                Expr::UnaryOp {
-                    op: datafusion::sql::sqlparser::ast::UnaryOperator::Not,
-                    expr: Box::new(Expr::Nested(Box::new(empty))),
-                }
-            };
-        }
-        "space" if args.len() == 1 => *e = call("repeat", vec![text(" "), args[0].clone()]),
-        "dayname" if args.len() == 1 => {
-            *e = call("date_format", vec![args[0].clone(), text("%W")]);
-        }
-        "monthname" if args.len() == 1 => {
-            *e = call("date_format", vec![args[0].clone(), text("%M")]);
-        }
-        // Monday 0 .. Sunday 6 (dayofweek is Sunday 1 .. Saturday 7).
-        "weekday" if args.len() == 1 => {
-            *e = Expr::Nested(Box::new(Expr::BinaryOp {
-                left: Box::new(Expr::Nested(Box::new(Expr::BinaryOp {
-                    left: Box::new(call("dayofweek", vec![args[0].clone()])),
-                    op: BinaryOperator::Plus,
-                    right: Box::new(number(5)),
-                }))),
-                op: BinaryOperator::Modulo,
-                right: Box::new(number(7)),
-            }));
-        }
-        // ((a % b) + b) % b: the remainder with b's sign.
-        "pmod" if args.len() == 2 => {
-            let rem = |l: Expr| Expr::BinaryOp {
-                left: Box::new(l),
-                op: BinaryOperator::Modulo,
-                right: Box::new(args[1].clone()),
-            };
-            *e = Expr::Nested(Box::new(rem(Expr::Nested(Box::new(Expr::BinaryOp {
-                left: Box::new(Expr::Nested(Box::new(rem(args[0].clone())))),
-                op: BinaryOperator::Plus,
-                right: Box::new(args[1].clone()),
-            })))));
-        }
-        "strcmp" if args.len() == 2 => {
-            let cmp = |op| Expr::BinaryOp {
-                left: Box::new(args[0].clone()),
-                op,
-                right: Box::new(args[1].clone()),
-            };
-            *e = null_if_any_null(
-                &args,
-                Expr::Case {
-                    case_token:
-                        datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                    end_token:
-                        datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                    operand: None,
-                    conditions: vec![
-                        datafusion::sql::sqlparser::ast::CaseWhen {
-                            condition: cmp(BinaryOperator::Lt),
-                            result: number(-1),
-                        },
-                        datafusion::sql::sqlparser::ast::CaseWhen {
-                            condition: cmp(BinaryOperator::Gt),
-                            result: number(1),
-                        },
-                    ],
-                    else_result: Some(Box::new(number(0))),
-                },
-            );
-        }
-        // field(x, a, b, ...): the position of x among a, b, ... (0 if absent).
-        "field" if args.len() >= 2 => {
-            let conditions = args[1..]
-                .iter()
-                .enumerate()
-                .map(|(i, s)| datafusion::sql::sqlparser::ast::CaseWhen {
-                    condition: Expr::BinaryOp {
-                        left: Box::new(args[0].clone()),
-                        op: BinaryOperator::Eq,
-                        right: Box::new(s.clone()),
-                    },
-                    result: number(i as i64 + 1),
-                })
-                .collect();
-            *e = Expr::Case {
-                case_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                end_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                operand: None,
-                conditions,
-                else_result: Some(Box::new(number(0))),
-            };
-        }
-        // sha2(s, bits): MySQL's lower-case hex digest (0 is 256 bits).
-        "sha2" if args.len() == 2 => {
-            let bits = match &args[1] {
-                Expr::Value(v) => match &v.value {
-                    Value::Number(n, _) => n.clone(),
-                    _ => return,
-                },
-                _ => return,
-            };
-            let digest = match bits.as_str() {
-                "224" => "sha224",
-                "256" | "0" => "sha256",
-                "384" => "sha384",
-                "512" => "sha512",
-                _ => return,
-            };
-            *e = call(
-                "encode",
-                vec![call(digest, vec![args[0].clone()]), text("hex")],
-            );
-        }
-        "array_size" | "size" if args.len() == 1 => {
-            f.name = ObjectName::from(vec![Ident::new("cardinality")]);
-        }
-        "sign" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("signum")]),
-        "mod" if args.len() == 2 => {
-            *e = Expr::Nested(Box::new(Expr::BinaryOp {
-                left: Box::new(args[0].clone()),
-                op: BinaryOperator::Modulo,
-                right: Box::new(args[1].clone()),
-            }));
-        }
-        "stddev" | "std" if args.len() == 1 => {
-            f.name = ObjectName::from(vec![Ident::new("stddev_pop")]);
-        }
-        "variance" if args.len() == 1 => f.name = ObjectName::from(vec![Ident::new("var_pop")]),
-        "covar" if args.len() == 2 => f.name = ObjectName::from(vec![Ident::new("covar_pop")]),
-        "struct" => {
-            let named = args
-                .iter()
-                .enumerate()
-                .flat_map(|(i, a)| [text(&format!("col{}", i + 1)), a.clone()])
-                .collect();
-            *e = call("named_struct", named);
-        }
-        // `GROUP BY ROLLUP(a, b)` / `CUBE(a, b)`, which the MySQL dialect
-        // reads as calls.
-        "rollup" => *e = Expr::Rollup(args.into_iter().map(|a| vec![a]).collect()),
-        "cube" => *e = Expr::Cube(args.into_iter().map(|a| vec![a]).collect()),
         "regexp_replace" if args.len() == 3 => {
             list.args
                 .push(unnamed(Expr::value(Value::SingleQuotedString("g".into()))));
-        }
-        "regexp_replace_one" if args.len() == 3 => {
-            f.name = ObjectName::from(vec![Ident::new("regexp_replace")]);
-        }
-        "date_floor" | "date_ceil" if args.len() == 2 => {
-            let Expr::Interval(iv) = &args[1] else {
-                return;
-            };
-            let Some(unit) = &iv.leading_field else {
-                return;
-            };
-            let unit = unit.to_string().to_ascii_lowercase();
-            if ![
-                "year", "quarter", "month", "week", "day", "hour", "minute", "second",
-            ]
-            .contains(&unit.as_str())
-            {
-                return;
-            }
-            let side = name.trim_start_matches("date_");
-            *e = call(
-                &format!("{unit}_{side}"),
-                vec![args[0].clone(), (*iv.value).clone()],
-            );
-        }
-        "percentile" | "percentile_approx" | "percentile_array"
-            if (2..=3).contains(&args.len()) && list.clauses.is_empty() =>
-        {
-            let within = |p: Expr, extra: Option<Expr>, func: &str| {
-                let mut c = call(func, std::iter::once(p).chain(extra).collect());
-                if let Expr::Function(f) = &mut c {
-                    f.within_group = vec![OrderByExpr {
-                        expr: args[0].clone(),
-                        options: OrderByOptions {
-                            asc: None,
-                            nulls_first: None,
-                        },
-                        with_fill: None,
-                    }];
-                }
-                c
-            };
-            *e = match name.as_str() {
-                "percentile" if args.len() == 2 => within(args[1].clone(), None, "percentile_cont"),
-                "percentile_approx" => within(
-                    args[1].clone(),
-                    args.get(2).cloned(),
-                    "approx_percentile_cont",
-                ),
-                "percentile_array" if args.len() == 2 => {
-                    let Expr::Array(arr) = &args[1] else {
-                        return;
-                    };
-                    let each = arr
-                        .elem
-                        .iter()
-                        .map(|p| within(p.clone(), None, "percentile_cont"))
-                        .collect();
-                    call("make_array", each)
-                }
-                _ => return,
-            };
-        }
-        "retention" if !args.is_empty() && list.clauses.is_empty() => {
-            let held = |c: &Expr| {
-                call(
-                    "coalesce",
-                    vec![
-                        call("bool_or", vec![c.clone()]),
-                        Expr::value(Value::Boolean(false)),
-                    ],
-                )
-            };
-            let first = held(&args[0]);
-            let steps = args
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let cond = if i == 0 {
-                        first.clone()
-                    } else {
-                        Expr::BinaryOp {
-                            left: Box::new(first.clone()),
-                            op: BinaryOperator::And,
-                            right: Box::new(held(c)),
-                        }
-                    };
-                    Expr::Cast {
-                        kind: CastKind::Cast,
-                        expr: Box::new(Expr::Nested(Box::new(cond))),
-                        data_type: DataType::TinyInt(None),
-                        array: false,
-                        format: None,
-                    }
-                })
-                .collect();
-            *e = call("make_array", steps);
-        }
-        "topn" if (2..=3).contains(&args.len()) && list.clauses.is_empty() => {
-            *e = call(
-                "topn_of",
-                vec![call("array_agg", vec![args[0].clone()]), args[1].clone()],
-            );
-        }
-        "window_funnel" if args.len() >= 4 && list.clauses.is_empty() => {
-            let events = call("struct", args[2..].to_vec());
-            *e = call(
-                "window_funnel_of",
-                vec![
-                    args[0].clone(),
-                    args[1].clone(),
-                    call("array_agg", vec![events]),
-                ],
-            );
         }
         "max_by" | "min_by" if args.len() == 2 && list.clauses.is_empty() => {
             let asc = name == "min_by";
