@@ -58,12 +58,13 @@ pub enum TethysError {
     UnknownCollation(String),
     /// A load label already used by a transaction that was not aborted.
     #[error(
-        "[LABEL_ALREADY_EXISTS] Label [{label}] has already been used, relate to txn [{txn_id}], status [{status}]."
+        "[LABEL_ALREADY_EXISTS] Label [{label}] has already been used, relate to txn [{txn_id}], status [{}].",
+        status.doris_name()
     )]
     LabelAlreadyExists {
         label: String,
         txn_id: i64,
-        status: String,
+        status: tethys_proto::TxnStatus,
     },
     /// A tablet has too many unmerged versions to take another load (-235).
     #[error("{0}")]

@@ -68,7 +68,7 @@ impl TxnManager {
                 return Err(TethysError::LabelAlreadyExists {
                     label: label.clone(),
                     txn_id: t.id,
-                    status: t.state.name().to_string(),
+                    status: t.state.to_pb(),
                 });
             }
             let txn = TxnRecord {

@@ -26,7 +26,7 @@ use std::time::Duration;
 use arrow::array::RecordBatch;
 use tethys_common::{Result, TethysError};
 use tethys_proto::{
-    BeginGroupCommitRequest, FinishLoadRequest, LoadAction, LoadPlanPb, LoadStatsPb,
+    BeginGroupCommitRequest, FinishLoadRequest, LoadAction, LoadPlanPb, LoadStatsPb, TxnStatus,
 };
 use tokio::sync::{Notify, OwnedRwLockReadGuard, RwLock, watch};
 
@@ -36,28 +36,8 @@ use tethys_common::ship::RowShipper;
 use super::LoadContext;
 use super::wal::{self, WalHeader, WalReader, WalWriter};
 
-/// How a load joins a group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupMode {
-    /// Answer once the group is visible.
-    Sync,
-    /// Answer once the rows are in the WAL.
-    Async,
-}
-
-impl GroupMode {
-    /// Parses `sync_mode` / `async_mode`; `off_mode` is `None`.
-    pub fn parse(v: &str) -> Result<Option<GroupMode>> {
-        match v.trim().to_ascii_lowercase().as_str() {
-            "off_mode" | "" => Ok(None),
-            "sync_mode" => Ok(Some(GroupMode::Sync)),
-            "async_mode" => Ok(Some(GroupMode::Async)),
-            _ => Err(TethysError::Analysis(
-                "Header `group_commit` can only be `sync_mode`, `async_mode` or `off_mode`.".into(),
-            )),
-        }
-    }
-}
+/// How a load joins a group (`sync_mode` / `async_mode`).
+pub use tethys_proto::GroupCommitMode as GroupMode;
 
 /// The outcome of a group: `None` while open or committing.
 type Outcome = Option<std::result::Result<(), String>>;
@@ -402,14 +382,19 @@ async fn commit_once(
                 Err(s) => return Err(unavailable("re-beginning a group commit failed", s).into()),
             };
             if r.label_exists {
-                if r.existing_status == "VISIBLE" || r.existing_status == "COMMITTED" {
+                if matches!(
+                    r.existing_status(),
+                    TxnStatus::Visible | TxnStatus::Committed
+                ) {
                     // Committed before a crash took the WAL's deletion with it.
                     wal::remove(path)?;
                     return Ok(());
                 }
                 return Err(TethysError::Internal(format!(
                     "label {} is held by transaction {} in state {}",
-                    header.label, r.existing_txn_id, r.existing_status
+                    header.label,
+                    r.existing_txn_id,
+                    r.existing_status().doris_name()
                 ))
                 .into());
             }

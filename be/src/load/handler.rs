@@ -299,7 +299,7 @@ pub async fn stream_load(
     resp.label = begun.label.clone();
     if begun.label_exists {
         resp.status = "Label Already Exists".into();
-        resp.existing_job_status = Some(begun.existing_status.clone());
+        resp.existing_job_status = Some(begun.existing_status().doris_name().to_string());
         resp.message = begun.message.clone();
         return json(StatusCode::OK, &resp);
     }
@@ -364,7 +364,7 @@ pub async fn stream_load(
                 .await;
             resp.commit_ms = Some(t.elapsed().as_millis() as u64);
             match r {
-                Ok(r) if r.get_ref().status == "COMMITTED" => {
+                Ok(r) if r.get_ref().status() == tethys_proto::TxnStatus::Committed => {
                     // Committed (durable, will become visible) but the
                     // publish did not finish: Doris' Publish Timeout.
                     resp.status = "Publish Timeout".into();

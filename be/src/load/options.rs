@@ -134,7 +134,12 @@ impl LoadOptions {
             }
         }
         let group_commit = match header(h, "group_commit") {
-            Some(g) => super::group_commit::GroupMode::parse(g)?,
+            Some(g) => super::group_commit::GroupMode::parse(g).map_err(|_| {
+                TethysError::Analysis(
+                    "Header `group_commit` can only be `sync_mode`, `async_mode` or `off_mode`."
+                        .into(),
+                )
+            })?,
             None => None,
         };
         let delete_rows = match header(h, "merge_type").map(|v| v.to_ascii_uppercase()) {

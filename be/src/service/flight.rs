@@ -25,8 +25,8 @@ use tethys_common::backend_client::GROUP_COMMIT_PATH;
 use tethys_common::config::SEGMENT_FLUSH_ROWS;
 use tethys_common::plan::FragmentProfile;
 use tethys_proto::{
-    ExecFragmentRequest, GroupCommitWriteRequest, GroupCommitWriteResponse, WriteRequest,
-    WriteResponse,
+    ExecFragmentRequest, GroupCommitWriteRequest, GroupCommitWriteResponse, TxnStatus,
+    WriteRequest, WriteResponse,
 };
 
 use crate::load::{GroupLoad, GroupMode};
@@ -83,9 +83,14 @@ async fn group_commit_put(
     req: GroupCommitWriteRequest,
     mut batches: FlightRecordBatchStream,
 ) -> tethys_common::Result<GroupCommitWriteResponse> {
-    let mode = GroupMode::parse(&req.mode)?.ok_or_else(|| {
-        TethysError::Analysis("a group commit write needs sync_mode or async_mode".into())
-    })?;
+    let mode = match req.mode() {
+        GroupMode::Unspecified => {
+            return Err(TethysError::Analysis(
+                "a group commit write needs sync_mode or async_mode".into(),
+            ));
+        }
+        m => m,
+    };
     let plan = req.plan.unwrap_or_default();
     let mut group = GroupLoad::join(&backend.loads, &plan, None).await?;
     let mut rows = 0i64;
@@ -99,8 +104,8 @@ async fn group_commit_put(
     let timeout = std::time::Duration::from_secs(req.timeout_secs.max(1) as u64);
     group.finish(mode, timeout).await?;
     let status = match mode {
-        GroupMode::Async => "PREPARE",
-        GroupMode::Sync => "VISIBLE",
+        GroupMode::Sync => TxnStatus::Visible,
+        _ => TxnStatus::Prepare,
     };
     Ok(GroupCommitWriteResponse {
         txn_id,

@@ -274,12 +274,18 @@ pub enum TxnState {
 
 impl TxnState {
     pub fn name(&self) -> &'static str {
+        self.to_pb().doris_name()
+    }
+
+    /// The state on the wire.
+    pub fn to_pb(self) -> tethys_proto::TxnStatus {
+        use tethys_proto::TxnStatus as S;
         match self {
-            TxnState::Prepare => "PREPARE",
-            TxnState::Precommitted => "PRECOMMITTED",
-            TxnState::Committed => "COMMITTED",
-            TxnState::Visible => "VISIBLE",
-            TxnState::Aborted => "ABORTED",
+            TxnState::Prepare => S::Prepare,
+            TxnState::Precommitted => S::Precommitted,
+            TxnState::Committed => S::Committed,
+            TxnState::Visible => S::Visible,
+            TxnState::Aborted => S::Aborted,
         }
     }
 }

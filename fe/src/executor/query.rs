@@ -132,7 +132,9 @@ pub(super) async fn run_query_as(
             {
                 Some(o) => format!(
                     "{{'label':'{}', 'status':'{}', 'txnId':'{}'}}",
-                    o.label, o.status, o.txn_id
+                    o.label,
+                    o.status.doris_name(),
+                    o.txn_id
                 ),
                 None => String::new(),
             };

@@ -44,7 +44,7 @@ pub const INTERNAL_CATALOG: &str = "internal";
 pub struct InsertOutcome {
     pub label: String,
     pub txn_id: i64,
-    pub status: String,
+    pub status: tethys_proto::TxnStatus,
 }
 
 /// Facts one statement carries into planning and execution.
@@ -58,7 +58,7 @@ pub struct StatementCtx {
     pub mem_limit: usize,
     pub outcome: Mutex<Option<InsertOutcome>>,
     /// `sync_mode` / `async_mode` when this INSERT goes through group commit.
-    pub group_commit: Option<String>,
+    pub group_commit: Option<tethys_proto::GroupCommitMode>,
     /// The session's insert timeout, seconds.
     pub insert_timeout_secs: u64,
     /// Runtime filter IN lists longer than this become bloom filters

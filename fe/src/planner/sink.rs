@@ -191,7 +191,7 @@ impl OlapSink {
     /// so they merge).
     async fn group_commit(
         &self,
-        mode: &str,
+        mode: tethys_proto::GroupCommitMode,
         mut data: SendableRecordBatchStream,
     ) -> Result<(u64, InsertOutcome)> {
         let mut batches = vec![];
@@ -217,7 +217,7 @@ impl OlapSink {
                 tethys_proto::GroupCommitWriteRequest {
                     db: self.db.clone(),
                     table: self.table.name.clone(),
-                    mode: mode.to_string(),
+                    mode: mode.into(),
                     timeout_secs: self.stmt.insert_timeout_secs as i64,
                     plan: Some(plan),
                 },
@@ -227,9 +227,9 @@ impl OlapSink {
         Ok((
             rows,
             InsertOutcome {
+                status: r.status(),
                 label: r.label,
                 txn_id: r.txn_id,
-                status: r.status,
             },
         ))
     }
@@ -246,7 +246,7 @@ impl DataSink for OlapSink {
         data: SendableRecordBatchStream,
         _context: &Arc<TaskContext>,
     ) -> DfResult<u64> {
-        if let Some(mode) = &self.stmt.group_commit {
+        if let Some(mode) = self.stmt.group_commit {
             let (rows, outcome) = self.group_commit(mode, data).await?;
             *self.stmt.outcome.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
             return Ok(rows);
@@ -296,9 +296,9 @@ impl DataSink for OlapSink {
                         label: txn.label.clone(),
                         txn_id: txn.id,
                         status: if rows == 0 {
-                            "ABORTED".into()
+                            tethys_proto::TxnStatus::Aborted
                         } else {
-                            "VISIBLE".into()
+                            tethys_proto::TxnStatus::Visible
                         },
                     });
                 Ok(rows)

@@ -55,7 +55,7 @@ fn label_taken(e: &TethysError) -> Option<BeginLoadResponse> {
     Some(BeginLoadResponse {
         label: label.clone(),
         label_exists: true,
-        existing_status: status.clone(),
+        existing_status: (*status).into(),
         existing_txn_id: *txn_id,
         message: e.to_string(),
         ..Default::default()
@@ -238,7 +238,7 @@ impl FrontendService for FrontendRpc {
             }
         };
         Ok(Response::new(FinishLoadResponse {
-            status: state.name().to_string(),
+            status: state.to_pb().into(),
         }))
     }
 

@@ -255,14 +255,13 @@ impl Variables {
                         )));
                     }
                     if d.name == "group_commit" {
-                        let v = value.to_ascii_lowercase();
-                        if !["off_mode", "sync_mode", "async_mode"].contains(&v.as_str()) {
+                        if tethys_proto::GroupCommitMode::parse(value).is_err() {
                             return Err(TethysError::Analysis(format!(
                                 "Variable 'group_commit' can't be set to the value of '{value}': \
                                  it must be off_mode, sync_mode or async_mode"
                             )));
                         }
-                        v
+                        value.to_ascii_lowercase()
                     } else {
                         value.to_string()
                     }
@@ -392,8 +391,10 @@ impl Variables {
     }
 
     /// `sync_mode` / `async_mode`, or `None` for off_mode.
-    pub fn group_commit(&self) -> Option<String> {
-        self.get("group_commit").filter(|v| v != "off_mode")
+    /// The `group_commit` mode INSERTs join (`None`: off).
+    pub fn group_commit(&self) -> Option<tethys_proto::GroupCommitMode> {
+        let v = self.get("group_commit")?;
+        tethys_proto::GroupCommitMode::parse(&v).ok().flatten()
     }
 
     pub fn time_zone(&self) -> String {
