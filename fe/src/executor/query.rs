@@ -16,7 +16,7 @@ use crate::session::Session;
 use crate::sql::statement::Statement;
 
 use super::{Output, string_rows, table_snapshot};
-use crate::planner::run::{map_not_found, plan, statement_ctx};
+use crate::planner::run::{plan, statement_ctx};
 
 /// Runs one of the statements this module's doc names.
 pub(super) async fn execute(
@@ -111,10 +111,7 @@ pub(super) async fn run_query_as(
     match &plan {
         LogicalPlan::Dml(_) => {
             let df = ctx.execute_logical_plan(plan).await?;
-            let batches = df
-                .collect()
-                .await
-                .map_err(|e| map_not_found(fe, session, e.into()))?;
+            let batches = df.collect().await?;
             let affected = batches
                 .first()
                 .and_then(|b| {
@@ -174,14 +171,7 @@ pub(super) async fn run_query_as(
             } else {
                 keep_assigned(stream, assigned, session.assigned.clone())?
             };
-            let fe2 = fe.clone();
-            let session2 = session.clone();
-            let schema = stream.schema();
-            let mapped =
-                stream.map(move |r| r.map_err(|e| map_not_found(&fe2, &session2, e.into()).into()));
-            Ok(Output::Rows(Box::pin(RecordBatchStreamAdapter::new(
-                schema, mapped,
-            ))))
+            Ok(Output::Rows(stream))
         }
     }
 }

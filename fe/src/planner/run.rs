@@ -36,10 +36,10 @@ pub(crate) fn statement_ctx(
     }
 }
 
-/// A parsed statement planned in its own statement context, DataFusion's
-/// "table not found" mapped to MySQL's errors: the one parse -> context ->
-/// plan sequence every query path (SELECT, INSERT, EXPLAIN, internal
-/// queries, COM_STMT_PREPARE's columns) goes through.
+/// A parsed statement planned in its own statement context: the one parse ->
+/// context -> plan sequence every query path (SELECT, INSERT, EXPLAIN,
+/// internal queries, COM_STMT_PREPARE's columns) goes through. The tables it
+/// names are checked first, so a missing one is MySQL's error for it.
 pub(crate) async fn plan(
     fe: &Arc<Frontend>,
     session: &Session,
@@ -47,12 +47,48 @@ pub(crate) async fn plan(
     parsed: datafusion::sql::parser::Statement,
 ) -> Result<(SessionContext, LogicalPlan)> {
     let ctx = super::statement_context(fe, session, stmt)?;
-    let plan = ctx
-        .state()
-        .statement_to_plan(parsed)
-        .await
-        .map_err(|e| map_not_found(fe, session, e.into()))?;
+    check_relations(&ctx, &parsed)?;
+    let plan = ctx.state().statement_to_plan(parsed).await?;
     Ok((ctx, plan))
+}
+
+/// Every table the statement reads or writes (CTEs aside) exists, or the
+/// error MySQL gives: no database selected, unknown database, unknown table.
+/// An unqualified name of a table function (`numbers(...)`) is not a table.
+fn check_relations(
+    ctx: &SessionContext,
+    parsed: &datafusion::sql::parser::Statement,
+) -> Result<()> {
+    let state = ctx.state();
+    let options = &state.config_options().catalog;
+    for reference in state.resolve_table_references(parsed)? {
+        if reference.schema().is_none() && state.table_functions().contains_key(reference.table()) {
+            continue;
+        }
+        let resolved = reference.resolve(&options.default_catalog, &options.default_schema);
+        let (db, table) = (resolved.schema.to_string(), resolved.table.to_string());
+        if db.is_empty() {
+            return Err(TethysError::NoDatabaseSelected);
+        }
+        let Some(catalog) = state.catalog_list().catalog(&resolved.catalog) else {
+            return Err(TethysError::Analysis(format!(
+                "Unknown catalog '{}'",
+                resolved.catalog
+            )));
+        };
+        let Some(schema) = catalog.schema(&db) else {
+            return Err(TethysError::UnknownDatabase(db));
+        };
+        // `t PARTITION (p)` names table `t`.
+        let name = crate::sql::partitions::split(&table).map_or(&table[..], |(t, _)| t);
+        if !schema.table_exist(name) {
+            return Err(TethysError::UnknownTable {
+                database: db,
+                table: name.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Runs an internal query (such as `ANALYZE`'s aggregate) with the
@@ -66,35 +102,4 @@ pub(crate) async fn collect_query(
     let stmt = Arc::new(statement_ctx(fe, session, None));
     let (ctx, plan) = plan(fe, session, stmt, parsed).await?;
     Ok(ctx.execute_logical_plan(plan).await?.collect().await?)
-}
-
-/// Maps DataFusion's "table not found" into the MySQL errors users expect.
-pub(crate) fn map_not_found(fe: &Frontend, session: &Session, e: TethysError) -> TethysError {
-    let msg = e.to_string();
-    if let Some(start) = msg.find("table '")
-        && msg.contains("not found")
-    {
-        let rest = &msg[start + 7..];
-        let name = rest.split('\'').next().unwrap_or_default();
-        let parts: Vec<&str> = name.split('.').collect();
-        let (db, table) = match parts.as_slice() {
-            [_, db, t] => (db.to_string(), t.to_string()),
-            [db, t] => (db.to_string(), t.to_string()),
-            [t] => (session.database.clone().unwrap_or_default(), t.to_string()),
-            _ => return e,
-        };
-        if db.is_empty() {
-            return TethysError::NoDatabaseSelected;
-        }
-        if !db.eq_ignore_ascii_case(crate::metadata::information_schema::NAME)
-            && fe.catalog.read().database(&db).is_none()
-        {
-            return TethysError::UnknownDatabase(db);
-        }
-        return TethysError::UnknownTable {
-            database: db,
-            table,
-        };
-    }
-    e
 }
