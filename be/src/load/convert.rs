@@ -192,69 +192,14 @@ impl Converter {
 
     /// Converts a block of rows.
     pub fn convert(&self, rows: &RowBlock) -> Result<Converted> {
-        let n_source = self.source_schema.fields().len();
-        let mut errors = vec![];
-        let mut ok_rows: Vec<usize> = Vec::with_capacity(rows.len());
-        for r in 0..rows.len() {
-            let n = rows.n_fields(r);
-            if n == n_source {
-                ok_rows.push(r);
-            } else {
-                let cmp = if n < n_source { "less" } else { "more" };
-                errors.push((
-                    format!(
-                        "actual column number in csv file is {cmp} than schema column number. actual number: {n}, schema column number: {n_source}"
-                    ),
-                    rows.raw_text(r),
-                ));
-            }
-        }
+        let (ok_rows, mut errors) = self.rows_with_all_fields(rows);
         let n = ok_rows.len();
-        let mut keep = vec![true; n];
-        let mut reasons: Vec<Option<String>> = vec![None; n];
-        let opts = CastOptions {
-            safe: true,
-            ..Default::default()
+        let mut verdicts = Verdicts {
+            keep: vec![true; n],
+            reasons: vec![None; n],
         };
         // 1. Source columns, typed.
-        let mut sources: Vec<ArrayRef> = Vec::with_capacity(n_source);
-        let mut texts: Vec<ArrayRef> = Vec::with_capacity(n_source);
-        for (si, f) in self.source_schema.fields().iter().enumerate() {
-            let mut b = StringBuilder::with_capacity(n, n * 8);
-            for &r in &ok_rows {
-                match rows.field(r, si) {
-                    None => b.append_null(),
-                    Some(bytes) => match std::str::from_utf8(bytes) {
-                        Ok(v) => b.append_value(v),
-                        Err(_) => b.append_value(String::from_utf8_lossy(bytes)),
-                    },
-                }
-            }
-            let text: ArrayRef = Arc::new(b.finish());
-            let typed = if f.data_type() == &DataType::Utf8 {
-                text.clone()
-            } else if let Some(d) = fast_decimal(&text, f.data_type()) {
-                d
-            } else {
-                cast_with_options(&text, f.data_type(), &opts)?
-            };
-            if self.strict {
-                let t = text.as_string::<i32>();
-                for i in 0..n {
-                    if keep[i] && t.is_valid(i) && typed.is_null(i) {
-                        keep[i] = false;
-                        reasons[i] = Some(format!(
-                            "column_name[{}], the value [{}] cannot be converted to {} in strict mode",
-                            f.name(),
-                            t.value(i),
-                            f.data_type()
-                        ));
-                    }
-                }
-            }
-            sources.push(typed);
-            texts.push(text);
-        }
+        let (sources, texts) = self.source_columns(rows, &ok_rows, &mut verdicts)?;
         let source_batch = RecordBatch::try_new_with_options(
             self.source_schema.clone(),
             sources.clone(),
@@ -267,103 +212,21 @@ impl Converter {
             let v = v.as_boolean_opt().ok_or_else(|| {
                 TethysError::Analysis("the where header must be a boolean condition".into())
             })?;
-            for (i, k) in keep.iter_mut().enumerate() {
+            for (i, k) in verdicts.keep.iter_mut().enumerate() {
                 if *k && !(v.is_valid(i) && v.value(i)) {
                     *k = false;
                     unselected += 1;
                 }
             }
         }
-        // 3. Table columns.
+        // 3. Table columns, each checked.
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.columns.len());
-        for (ci, col) in self.schema.columns.iter().enumerate() {
-            let target = self.arrow_schema.field(ci).data_type();
-            let (arr, text): (ArrayRef, Option<ArrayRef>) = match &self.targets[ci] {
-                Target::Source(si) => {
-                    let a = if sources[*si].data_type() == target {
-                        sources[*si].clone()
-                    } else {
-                        cast_with_options(&sources[*si], target, &opts)?
-                    };
-                    (a, Some(texts[*si].clone()))
-                }
-                Target::Expr(e) => (e.evaluate(&source_batch)?.into_array(n)?, None),
-                Target::Default(d) => match (ObjectKind::of(&col.column_type), d) {
-                    // An object column's only default (BITMAP_EMPTY, or the
-                    // stand-in of a key delete) is the empty object.
-                    (Some(_), Some(_)) => (
-                        Arc::new(BinaryArray::from_iter_values(std::iter::repeat_n(
-                            EMPTY_OBJECT,
-                            n,
-                        ))) as ArrayRef,
-                        None,
-                    ),
-                    _ => {
-                        let text: ArrayRef =
-                            Arc::new(arrow::array::StringArray::from(vec![d.clone(); n]));
-                        (cast_with_options(&text, target, &opts)?, None)
-                    }
-                },
-            };
-            // Most columns need no per-row check: nullable or without NULLs,
-            // and not a string with a length limit.
-            let placeholder = self.partial && matches!(self.targets[ci], Target::Default(_));
-            let check_nulls = !col.nullable && arr.null_count() > 0 && !placeholder;
-            let max_len = col.column_type.max_len();
-            let strings = max_len.and(arr.as_string_opt::<i32>());
-            let too_long = |i: usize| {
-                strings.is_some_and(|s| {
-                    s.is_valid(i) && s.value_length(i) as usize > max_len.unwrap_or(usize::MAX)
-                })
-            };
-            let objects = ObjectKind::of(&col.column_type).zip(arr.as_binary_opt::<i32>());
-            if !check_nulls && strings.is_none() && objects.is_none() {
-                columns.push(arr);
-                continue;
-            }
-            for i in 0..n {
-                if !keep[i] {
-                    continue;
-                }
-                let bad_object = objects
-                    .filter(|(_, a)| a.is_valid(i))
-                    .and_then(|(kind, a)| kind.check(a.value(i)).err().map(|e| (kind, e)));
-                if let Some((kind, why)) = bad_object {
-                    keep[i] = false;
-                    reasons[i] = Some(format!(
-                        "column_name[{}] is {}: its value must be made in the columns header by {} ({why})",
-                        col.name,
-                        col.column_type.desc(),
-                        kind.makers()
-                    ));
-                } else if check_nulls && arr.is_null(i) {
-                    keep[i] = false;
-                    let shown = text.as_ref().filter(|t| t.is_valid(i)).map(|t| {
-                        arrow::util::display::array_value_to_string(t, i).unwrap_or_default()
-                    });
-                    reasons[i] = Some(match shown {
-                        Some(v) => format!(
-                            "column_name[{}], the value [{v}] cannot be converted to {}, and the column is NOT NULL",
-                            col.name,
-                            col.column_type.desc()
-                        ),
-                        None => format!("null value for not null column, column={}", col.name),
-                    });
-                } else if too_long(i)
-                    && let Some(s) = strings
-                    && let Some(max) = max_len
-                {
-                    keep[i] = false;
-                    reasons[i] = Some(format!(
-                        "the length of input is too long than schema. column_name: {}; input_str: [{}] schema length: {max}; actual length: {};",
-                        col.name,
-                        s.value(i).chars().take(64).collect::<String>(),
-                        s.value(i).len()
-                    ));
-                }
-            }
+        for ci in 0..self.schema.columns.len() {
+            let (arr, text) = self.table_column(ci, &sources, &texts, &source_batch, n)?;
+            self.check_column(ci, &arr, text.as_ref(), &mut verdicts);
             columns.push(arr);
         }
+        let Verdicts { keep, reasons } = verdicts;
         let reasons_count = reasons.iter().filter(|r| r.is_some()).count();
         for (i, r) in reasons.into_iter().enumerate() {
             if let Some(reason) = r {
@@ -394,7 +257,214 @@ impl Converter {
             unselected,
         })
     }
+
+    /// The rows with as many fields as the source has columns, and an error
+    /// for each other row.
+    fn rows_with_all_fields(&self, rows: &RowBlock) -> (Vec<usize>, Vec<(String, String)>) {
+        let n_source = self.source_schema.fields().len();
+        let mut errors = vec![];
+        let mut ok_rows: Vec<usize> = Vec::with_capacity(rows.len());
+        for r in 0..rows.len() {
+            let n = rows.n_fields(r);
+            if n == n_source {
+                ok_rows.push(r);
+            } else {
+                let cmp = if n < n_source { "less" } else { "more" };
+                errors.push((
+                    format!(
+                        "actual column number in csv file is {cmp} than schema column number. actual number: {n}, schema column number: {n_source}"
+                    ),
+                    rows.raw_text(r),
+                ));
+            }
+        }
+        (ok_rows, errors)
+    }
+
+    /// The source columns of `ok_rows`, typed, and as text; in strict mode
+    /// a value that does not convert rejects its row.
+    fn source_columns(
+        &self,
+        rows: &RowBlock,
+        ok_rows: &[usize],
+        verdicts: &mut Verdicts,
+    ) -> Result<(Vec<ArrayRef>, Vec<ArrayRef>)> {
+        let n = ok_rows.len();
+        let n_source = self.source_schema.fields().len();
+        let mut sources: Vec<ArrayRef> = Vec::with_capacity(n_source);
+        let mut texts: Vec<ArrayRef> = Vec::with_capacity(n_source);
+        for (si, f) in self.source_schema.fields().iter().enumerate() {
+            let mut b = StringBuilder::with_capacity(n, n * 8);
+            for &r in ok_rows {
+                match rows.field(r, si) {
+                    None => b.append_null(),
+                    Some(bytes) => match std::str::from_utf8(bytes) {
+                        Ok(v) => b.append_value(v),
+                        Err(_) => b.append_value(String::from_utf8_lossy(bytes)),
+                    },
+                }
+            }
+            let text: ArrayRef = Arc::new(b.finish());
+            let typed = if f.data_type() == &DataType::Utf8 {
+                text.clone()
+            } else if let Some(d) = fast_decimal(&text, f.data_type()) {
+                d
+            } else {
+                cast_with_options(&text, f.data_type(), &CAST)?
+            };
+            if self.strict {
+                let t = text.as_string::<i32>();
+                for i in 0..n {
+                    if verdicts.keep[i] && t.is_valid(i) && typed.is_null(i) {
+                        verdicts.reject(
+                            i,
+                            format!(
+                                "column_name[{}], the value [{}] cannot be converted to {} in strict mode",
+                                f.name(),
+                                t.value(i),
+                                f.data_type()
+                            ),
+                        );
+                    }
+                }
+            }
+            sources.push(typed);
+            texts.push(text);
+        }
+        Ok((sources, texts))
+    }
+
+    /// Table column `ci` of `n` rows: a source column cast, an expression of
+    /// the `columns` header, or the column's default; with its source text
+    /// when it has one (for error messages).
+    fn table_column(
+        &self,
+        ci: usize,
+        sources: &[ArrayRef],
+        texts: &[ArrayRef],
+        source_batch: &RecordBatch,
+        n: usize,
+    ) -> Result<(ArrayRef, Option<ArrayRef>)> {
+        let col = &self.schema.columns[ci];
+        let target = self.arrow_schema.field(ci).data_type();
+        Ok(match &self.targets[ci] {
+            Target::Source(si) => {
+                let a = if sources[*si].data_type() == target {
+                    sources[*si].clone()
+                } else {
+                    cast_with_options(&sources[*si], target, &CAST)?
+                };
+                (a, Some(texts[*si].clone()))
+            }
+            Target::Expr(e) => (e.evaluate(source_batch)?.into_array(n)?, None),
+            Target::Default(d) => match (ObjectKind::of(&col.column_type), d) {
+                // An object column's only default (BITMAP_EMPTY, or the
+                // stand-in of a key delete) is the empty object.
+                (Some(_), Some(_)) => (
+                    Arc::new(BinaryArray::from_iter_values(std::iter::repeat_n(
+                        EMPTY_OBJECT,
+                        n,
+                    ))) as ArrayRef,
+                    None,
+                ),
+                _ => {
+                    let text: ArrayRef =
+                        Arc::new(arrow::array::StringArray::from(vec![d.clone(); n]));
+                    (cast_with_options(&text, target, &CAST)?, None)
+                }
+            },
+        })
+    }
+
+    /// Rejects the rows whose value of table column `ci` the column does not
+    /// take: NULL in a NOT NULL column, a string past its length, a BITMAP or
+    /// HLL value that does not decode.
+    fn check_column(
+        &self,
+        ci: usize,
+        arr: &ArrayRef,
+        text: Option<&ArrayRef>,
+        verdicts: &mut Verdicts,
+    ) {
+        let col = &self.schema.columns[ci];
+        // Most columns need no per-row check: nullable or without NULLs,
+        // and not a string with a length limit.
+        let placeholder = self.partial && matches!(self.targets[ci], Target::Default(_));
+        let check_nulls = !col.nullable && arr.null_count() > 0 && !placeholder;
+        let max_len = col.column_type.max_len();
+        let strings = max_len.and(arr.as_string_opt::<i32>());
+        let objects = ObjectKind::of(&col.column_type).zip(arr.as_binary_opt::<i32>());
+        if !check_nulls && strings.is_none() && objects.is_none() {
+            return;
+        }
+        for i in 0..arr.len() {
+            if !verdicts.keep[i] {
+                continue;
+            }
+            let bad_object = objects
+                .filter(|(_, a)| a.is_valid(i))
+                .and_then(|(kind, a)| kind.check(a.value(i)).err().map(|e| (kind, e)));
+            if let Some((kind, why)) = bad_object {
+                verdicts.reject(
+                    i,
+                    format!(
+                        "column_name[{}] is {}: its value must be made in the columns header by {} ({why})",
+                        col.name,
+                        col.column_type.desc(),
+                        kind.makers()
+                    ),
+                );
+            } else if check_nulls && arr.is_null(i) {
+                let shown = text
+                    .filter(|t| t.is_valid(i))
+                    .map(|t| arrow::util::display::array_value_to_string(t, i).unwrap_or_default());
+                verdicts.reject(
+                    i,
+                    match shown {
+                        Some(v) => format!(
+                            "column_name[{}], the value [{v}] cannot be converted to {}, and the column is NOT NULL",
+                            col.name,
+                            col.column_type.desc()
+                        ),
+                        None => format!("null value for not null column, column={}", col.name),
+                    },
+                );
+            } else if let (Some(s), Some(max)) = (strings, max_len)
+                && s.is_valid(i)
+                && s.value_length(i) as usize > max
+            {
+                verdicts.reject(
+                    i,
+                    format!(
+                        "the length of input is too long than schema. column_name: {}; input_str: [{}] schema length: {max}; actual length: {};",
+                        col.name,
+                        s.value(i).chars().take(64).collect::<String>(),
+                        s.value(i).len()
+                    ),
+                );
+            }
+        }
+    }
 }
+
+/// Per row of a block being converted: kept, or rejected with a reason.
+struct Verdicts {
+    keep: Vec<bool>,
+    reasons: Vec<Option<String>>,
+}
+
+impl Verdicts {
+    fn reject(&mut self, row: usize, reason: String) {
+        self.keep[row] = false;
+        self.reasons[row] = Some(reason);
+    }
+}
+
+/// Casts that turn a value that does not convert into NULL.
+const CAST: CastOptions<'static> = CastOptions {
+    safe: true,
+    format_options: arrow::util::display::FormatOptions::new(),
+};
 
 /// Plain decimal text (`-12.5`, `3`, `0.25`) as `Decimal128(p, s)` without
 /// arrow's general parser; `None` (use the general cast) when the array is

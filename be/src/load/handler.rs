@@ -18,7 +18,9 @@ use tethys_common::routing::Router;
 use tethys_common::schema::TableSchema;
 use tethys_common::ship::RowShipper;
 use tethys_common::{Result, TethysError};
+use tethys_proto::frontend_service_client::FrontendServiceClient;
 use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadAction, LoadPlanPb, LoadStatsPb};
+use tonic::transport::Channel;
 
 use super::LoadContext;
 use super::convert::{Converter, SourceSpec};
@@ -316,10 +318,44 @@ pub async fn stream_load(
         }
         Err(e) => Err(e),
     };
+    let who = Who {
+        table: &table,
+        user: &user,
+    };
+    finish(
+        &mut fe,
+        &opts,
+        begun.txn_id,
+        &plan,
+        outcome,
+        &who,
+        &mut resp,
+    )
+    .await;
+    resp.load_time_ms = start.elapsed().as_millis() as u64;
+    json(StatusCode::OK, &resp)
+}
+
+/// Whose load it is, for the statistics the FE keeps.
+struct Who<'a> {
+    table: &'a str,
+    user: &'a str,
+}
+
+/// Commits (or pre-commits) a load whose rows are written, or aborts it,
+/// filling the response's status and message.
+async fn finish(
+    fe: &mut FrontendServiceClient<Channel>,
+    opts: &LoadOptions,
+    txn_id: i64,
+    plan: &LoadPlanPb,
+    outcome: Result<Sink>,
+    who: &Who<'_>,
+    resp: &mut LoadResponse,
+) {
     let fe_for_abort = fe.clone();
     let abort = |reason: String, stats: LoadStatsPb| {
         let mut fe = fe_for_abort.clone();
-        let txn_id = begun.txn_id;
         async move {
             let _ = fe
                 .finish_load(FinishLoadRequest {
@@ -336,11 +372,11 @@ pub async fn stream_load(
         Err(e) => {
             resp.status = "Fail".into();
             resp.message = failure_message(&e);
-            abort(e.to_string(), stats_of(&resp, &table, &user)).await;
+            abort(e.to_string(), stats_of(resp, who.table, who.user)).await;
         }
         Ok(Sink::Group(..)) => {
             resp.message = "[INTERNAL_ERROR]a load without group commit joined a group".into();
-            abort(resp.message.clone(), stats_of(&resp, &table, &user)).await;
+            abort(resp.message.clone(), stats_of(resp, who.table, who.user)).await;
         }
         Ok(Sink::Tablets(writer)) => {
             let t = Instant::now();
@@ -351,14 +387,14 @@ pub async fn stream_load(
             };
             let r = fe
                 .finish_load(FinishLoadRequest {
-                    txn_id: begun.txn_id,
+                    txn_id,
                     action: action.into(),
                     reason: String::new(),
                     table_id: plan.table_id,
                     touched_partitions: writer.touched.iter().copied().collect(),
                     stats: Some(LoadStatsPb {
                         message: "OK".into(),
-                        ..stats_of(&resp, &table, &user)
+                        ..stats_of(resp, who.table, who.user)
                     }),
                 })
                 .await;
@@ -378,13 +414,11 @@ pub async fn stream_load(
                 Err(s) => {
                     resp.status = "Fail".into();
                     resp.message = format!("[INTERNAL_ERROR]{}", s.message());
-                    abort(s.message().to_string(), stats_of(&resp, &table, &user)).await;
+                    abort(s.message().to_string(), stats_of(resp, who.table, who.user)).await;
                 }
             }
         }
     }
-    resp.load_time_ms = start.elapsed().as_millis() as u64;
-    json(StatusCode::OK, &resp)
 }
 
 /// A group-commit load: rows go to the table's group on this backend.
@@ -432,35 +466,25 @@ async fn group_load(
     resp.message = "OK".into();
 }
 
-/// Reads, converts and writes the body; returns the sink, ready to be
-/// committed, or the reason the load must be aborted.
-async fn run_load(
-    be: &Arc<LoadContext>,
-    opts: &LoadOptions,
-    plan: &LoadPlanPb,
-    sink: Sink,
-    body: Body,
-    resp: &mut LoadResponse,
-) -> Result<Sink> {
+/// The converter of a load's rows into the table's columns, and the
+/// names of the source columns: as the FE compiled them from the `columns`
+/// header, or the table's own columns.
+fn converter_of(opts: &LoadOptions, plan: &LoadPlanPb) -> Result<(Converter, Vec<String>)> {
     let schema = TableSchema::from_pb(&plan.schema.clone().unwrap_or_default())?;
-    // Source columns: as the FE compiled them from the columns header, or the
-    // table's own columns.
-    let spec = if plan.source_columns.is_empty() {
-        SourceSpec {
-            names: schema.columns.iter().map(|c| c.name.clone()).collect(),
-            types: vec![],
-            column_exprs: plan.column_exprs.clone(),
-            where_expr: plan.where_expr.clone(),
-        }
+    let (names, types) = if plan.source_columns.is_empty() {
+        (
+            schema.columns.iter().map(|c| c.name.clone()).collect(),
+            vec![],
+        )
     } else {
-        SourceSpec {
-            names: plan.source_columns.clone(),
-            types: plan.source_types.clone(),
-            column_exprs: plan.column_exprs.clone(),
-            where_expr: plan.where_expr.clone(),
-        }
+        (plan.source_columns.clone(), plan.source_types.clone())
     };
-    let names = spec.names.clone();
+    let spec = SourceSpec {
+        names: names.clone(),
+        types,
+        column_exprs: plan.column_exprs.clone(),
+        where_expr: plan.where_expr.clone(),
+    };
     let defaults: Vec<Option<String>> = plan
         .defaults
         .iter()
@@ -477,6 +501,20 @@ async fn run_load(
         opts.partial_columns,
         opts.delete_rows,
     )?;
+    Ok((converter, names))
+}
+
+/// Reads, converts and writes the body; returns the sink, ready to be
+/// committed, or the reason the load must be aborted.
+async fn run_load(
+    be: &Arc<LoadContext>,
+    opts: &LoadOptions,
+    plan: &LoadPlanPb,
+    sink: Sink,
+    body: Body,
+    resp: &mut LoadResponse,
+) -> Result<Sink> {
+    let (converter, names) = converter_of(opts, plan)?;
     let mut sink = sink;
     if opts.partial_columns
         && let Sink::Tablets(w) = &mut sink
@@ -493,71 +531,9 @@ async fn run_load(
         error_count: 0,
         unselected: 0,
     };
-    let mut splitter = RowSplitter::new(opts.clone(), names);
-    let timeout = load_timeout(opts);
-    let deadline = tokio::time::Instant::now() + timeout;
     let read_start = Instant::now();
-    let mut stream = body.into_data_stream();
-    let mut block = RowBlock::default();
-    let mut bad: Vec<BadRow> = vec![];
-    let mut decompressor = opts.compress.map(super::decompress::Decompressor::new);
     let mut bytes = 0u64;
-    let read = async {
-        loop {
-            let next = tokio::time::timeout_at(deadline, stream.next())
-                .await
-                .map_err(|_| TethysError::Timeout(timeout.as_secs()))?;
-            let mut out = RowSink {
-                block: &mut block,
-                bad: &mut bad,
-            };
-            let ended = match next {
-                Some(Ok(chunk)) => {
-                    bytes += chunk.len() as u64;
-                    if bytes > MAX_BODY_BYTES {
-                        return Err(TethysError::DataQuality(format!(
-                            "body exceed max size: {MAX_BODY_BYTES}, data: {bytes}"
-                        )));
-                    }
-                    match decompressor.as_mut() {
-                        Some(d) => {
-                            for plain in d.push(chunk).await? {
-                                splitter.feed(&plain, &mut out)?;
-                            }
-                        }
-                        None => splitter.feed(&chunk, &mut out)?,
-                    }
-                    false
-                }
-                Some(Err(e)) => {
-                    return Err(TethysError::Backend(format!(
-                        "reading the request body failed (client gone?): {e}"
-                    )));
-                }
-                None => {
-                    if let Some(d) = decompressor.take() {
-                        for plain in d.finish().await? {
-                            splitter.feed(&plain, &mut out)?;
-                        }
-                    }
-                    splitter.finish(&mut out)?;
-                    true
-                }
-            };
-            if !bad.is_empty() {
-                load.record_errors(std::mem::take(&mut bad));
-            }
-            if block.len() >= ROWS_PER_PAGE || ended {
-                load.process(&block).await?;
-                block.clear();
-            }
-            if ended {
-                break;
-            }
-        }
-        Ok::<(), TethysError>(())
-    }
-    .await;
+    let read = load.read_body(opts, names, body, &mut bytes).await;
     let read_ms = read_start.elapsed().as_millis() as u64;
     if let Err(e) = read {
         // Let writes already sent finish before the caller aborts, so none
@@ -600,6 +576,79 @@ async fn run_load(
         return Err(TethysError::DataQuality("too many filtered rows".into()));
     }
     Ok(load.sink)
+}
+
+impl Load {
+    /// Streams the body through decompression, row splitting and
+    /// conversion into the sink, within the load's timeout and size limit;
+    /// `bytes` counts what arrived.
+    async fn read_body(
+        &mut self,
+        opts: &LoadOptions,
+        names: Vec<String>,
+        body: Body,
+        bytes: &mut u64,
+    ) -> Result<()> {
+        let mut splitter = RowSplitter::new(opts.clone(), names);
+        let timeout = load_timeout(opts);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut stream = body.into_data_stream();
+        let mut block = RowBlock::default();
+        let mut bad: Vec<BadRow> = vec![];
+        let mut decompressor = opts.compress.map(super::decompress::Decompressor::new);
+        loop {
+            let next = tokio::time::timeout_at(deadline, stream.next())
+                .await
+                .map_err(|_| TethysError::Timeout(timeout.as_secs()))?;
+            let mut out = RowSink {
+                block: &mut block,
+                bad: &mut bad,
+            };
+            let ended = match next {
+                Some(Ok(chunk)) => {
+                    *bytes += chunk.len() as u64;
+                    if *bytes > MAX_BODY_BYTES {
+                        return Err(TethysError::DataQuality(format!(
+                            "body exceed max size: {MAX_BODY_BYTES}, data: {bytes}"
+                        )));
+                    }
+                    match decompressor.as_mut() {
+                        Some(d) => {
+                            for plain in d.push(chunk).await? {
+                                splitter.feed(&plain, &mut out)?;
+                            }
+                        }
+                        None => splitter.feed(&chunk, &mut out)?,
+                    }
+                    false
+                }
+                Some(Err(e)) => {
+                    return Err(TethysError::Backend(format!(
+                        "reading the request body failed (client gone?): {e}"
+                    )));
+                }
+                None => {
+                    if let Some(d) = decompressor.take() {
+                        for plain in d.finish().await? {
+                            splitter.feed(&plain, &mut out)?;
+                        }
+                    }
+                    splitter.finish(&mut out)?;
+                    true
+                }
+            };
+            if !bad.is_empty() {
+                self.record_errors(std::mem::take(&mut bad));
+            }
+            if block.len() >= ROWS_PER_PAGE || ended {
+                self.process(&block).await?;
+                block.clear();
+            }
+            if ended {
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// Query of `GET /api/_load_error_log`.
