@@ -121,6 +121,7 @@ struct Image {
 
 /// Applies one change to the state. Fails only on a log that contradicts
 /// itself (which is corruption).
+// Over 150 lines on purpose: one arm per EditOp, the whole replay contract in one place.
 pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
     let missing =
         |what: String| TethysError::Corruption(format!("edit log refers to missing {what}"));

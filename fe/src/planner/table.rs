@@ -90,6 +90,57 @@ impl OlapTable {
             stmt,
         })
     }
+
+    /// What EXPLAIN and the optimizer learn of a scan: the table, the
+    /// partitions and tablets it reads of how many, its estimated rows, its
+    /// predicates as SQL, and how the table is distributed.
+    fn fragment_info(
+        &self,
+        parts: &[&crate::catalog::Partition],
+        selected_tablets: usize,
+        rows: Option<u64>,
+        filters: &[Expr],
+    ) -> FragmentInfo {
+        FragmentInfo {
+            table: format!("{}.{}", self.db, self.table.name),
+            table_name: self.table.name.clone(),
+            partitions: parts.iter().map(|p| p.name.clone()).collect(),
+            total_partitions: self.table.partitions.len(),
+            tablets: selected_tablets,
+            total_tablets: parts.iter().map(|p| p.tablets.len()).sum(),
+            rows,
+            predicates: filters
+                .iter()
+                .map(|f| {
+                    datafusion::sql::unparser::Unparser::new(
+                        &datafusion::sql::unparser::dialect::MySqlDialect {},
+                    )
+                    .expr_to_sql(f)
+                    .map(|e| e.to_string())
+                    .unwrap_or_else(|_| f.to_string())
+                })
+                .collect(),
+            distribution: match &self.table.distribution {
+                Distribution::Hash { columns, .. } => {
+                    format!("HASH_PARTITIONED: {}", columns.join(", "))
+                }
+                Distribution::Random { .. } => "RANDOM".into(),
+            },
+            column_stats: Arc::new(self.table.column_stats.clone()),
+            colocated: match &self.table.distribution {
+                Distribution::Hash { columns, .. } => {
+                    let mut cols = columns.clone();
+                    if parts.len() > 1
+                        && let Some(c) = &self.table.partition_column
+                    {
+                        cols.push(c.clone());
+                    }
+                    Some(cols)
+                }
+                Distribution::Random { .. } => None,
+            },
+        }
+    }
 }
 
 /// Range-partition bounds as zone maps, for `PruningPredicate`.
@@ -445,45 +496,8 @@ impl TableProvider for OlapTable {
         }
         drop(state_cat);
         let out_schema = Arc::new(full.project(&wanted)?);
-        let info = FragmentInfo {
-            table: format!("{}.{}", self.db, self.table.name),
-            table_name: self.table.name.clone(),
-            partitions: parts.iter().map(|p| p.name.clone()).collect(),
-            total_partitions: self.table.partitions.len(),
-            tablets: selected_tablets,
-            total_tablets: parts.iter().map(|p| p.tablets.len()).sum(),
-            rows: rows.map(|r| limit.map_or(r, |l| r.min(l as u64))),
-            predicates: filters
-                .iter()
-                .map(|f| {
-                    datafusion::sql::unparser::Unparser::new(
-                        &datafusion::sql::unparser::dialect::MySqlDialect {},
-                    )
-                    .expr_to_sql(f)
-                    .map(|e| e.to_string())
-                    .unwrap_or_else(|_| f.to_string())
-                })
-                .collect(),
-            distribution: match &self.table.distribution {
-                Distribution::Hash { columns, .. } => {
-                    format!("HASH_PARTITIONED: {}", columns.join(", "))
-                }
-                Distribution::Random { .. } => "RANDOM".into(),
-            },
-            column_stats: Arc::new(self.table.column_stats.clone()),
-            colocated: match &self.table.distribution {
-                Distribution::Hash { columns, .. } => {
-                    let mut cols = columns.clone();
-                    if parts.len() > 1
-                        && let Some(c) = &self.table.partition_column
-                    {
-                        cols.push(c.clone());
-                    }
-                    Some(cols)
-                }
-                Distribution::Random { .. } => None,
-            },
-        };
+        let rows = rows.map(|r| limit.map_or(r, |l| r.min(l as u64)));
+        let info = self.fragment_info(&parts, selected_tablets, rows, filters);
         Ok(Arc::new(BeFragmentExec::new(
             self.fe.backends.clone(),
             out_schema,
