@@ -55,44 +55,23 @@ pub fn split_statements(sql: &str) -> Vec<String> {
     out
 }
 
-/// Finds the byte offset of a keyword at top level (outside quotes/parens).
+/// The byte offset of keyword `kw` at top level of `sql` (outside quotes,
+/// comments and parentheses), as MySQL's tokenizer reads it; `None` when it
+/// is not there or `sql` does not tokenize (its parser reports that).
 pub(super) fn find_top_level_kw(sql: &str, kw: &str) -> Option<usize> {
-    let b = sql.as_bytes();
-    let mut quote: Option<u8> = None;
+    use datafusion::sql::sqlparser::tokenizer::Token;
     let mut depth = 0i32;
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if let Some(q) = quote {
-            if c == b'\\' {
-                i += 2;
-                continue;
+    for (tok, range) in crate::sql::tokens::with_spans(sql)? {
+        match tok {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::Word(w)
+                if depth == 0 && w.quote_style.is_none() && w.value.eq_ignore_ascii_case(kw) =>
+            {
+                return Some(range.start);
             }
-            if c == q {
-                quote = None;
-            }
-        } else {
-            match c {
-                b'\'' | b'"' | b'`' => quote = Some(c),
-                b'(' => depth += 1,
-                b')' => depth -= 1,
-                _ => {
-                    if depth == 0
-                        && sql[i..].len() >= kw.len()
-                        && sql.is_char_boundary(i + kw.len())
-                        && sql[i..i + kw.len()].eq_ignore_ascii_case(kw)
-                        && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
-                        && sql[i + kw.len()..]
-                            .bytes()
-                            .next()
-                            .is_none_or(|n| !(n.is_ascii_alphanumeric() || n == b'_'))
-                    {
-                        return Some(i);
-                    }
-                }
-            }
+            _ => {}
         }
-        i += 1;
     }
     None
 }
@@ -113,5 +92,26 @@ mod tests {
         assert_eq!(split_statements(" ; ;"), Vec::<String>::new());
         // Text that does not tokenize is one statement for the parser to refuse.
         assert_eq!(split_statements("select 'open; x"), vec!["select 'open; x"]);
+    }
+
+    #[test]
+    fn keywords_are_found_past_names_in_any_script() {
+        use super::find_top_level_kw;
+        let sql = "DELETE FROM 订单 WHERE 金额 > 1";
+        let at = find_top_level_kw(sql, "where").expect("where");
+        assert_eq!(&sql[at..at + 5], "WHERE");
+        assert_eq!(
+            find_top_level_kw("INSERT INTO 订单 VALUES (1)", "with"),
+            None
+        );
+        assert_eq!(find_top_level_kw("SELECT 'where' FROM t", "where"), None);
+        assert_eq!(
+            find_top_level_kw("SELECT (a where) FROM `where`", "where"),
+            None
+        );
+        assert_eq!(
+            find_top_level_kw("SELECT a FROM t -- where\n", "where"),
+            None
+        );
     }
 }
