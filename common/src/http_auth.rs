@@ -17,7 +17,7 @@ pub fn decode_basic_auth(value: &str) -> Option<(String, String)> {
 
 /// Builds a two-phase-commit request from the `txn_id`, `label` and
 /// `txn_operation` headers (read through `header`); the error is the message
-/// Doris answers for a malformed `txn_id`.
+/// Doris answers for a malformed `txn_id` or operation.
 pub fn two_phase_request(
     header: impl Fn(&str) -> Option<String>,
     user: String,
@@ -30,13 +30,22 @@ pub fn two_phase_request(
             .map_err(|_| format!("convert txn_id [{t}] failed"))?,
         None => 0,
     };
+    let operation = match header("txn_operation")
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "commit" => tethys_proto::LoadAction::Commit,
+        "abort" => tethys_proto::LoadAction::Abort,
+        _ => return Err("transaction operation should be 'commit' or 'abort'".into()),
+    };
     Ok(tethys_proto::TxnOperationRequest {
         user,
         password,
         db,
         txn_id,
         label: header("label").unwrap_or_default(),
-        operation: header("txn_operation").unwrap_or_default(),
+        operation: operation.into(),
     })
 }
 

@@ -55,22 +55,19 @@ impl KeysType {
         }
     }
 
-    fn pb(&self) -> &'static str {
+    fn pb(&self) -> tethys_proto::KeysTypePb {
         match self {
-            KeysType::Duplicate => "DUP_KEYS",
-            KeysType::Aggregate => "AGG_KEYS",
-            KeysType::Unique => "UNIQUE_KEYS",
+            KeysType::Duplicate => tethys_proto::KeysTypePb::KeysTypeDuplicate,
+            KeysType::Aggregate => tethys_proto::KeysTypePb::KeysTypeAggregate,
+            KeysType::Unique => tethys_proto::KeysTypePb::KeysTypeUnique,
         }
     }
 
-    fn from_pb(s: &str) -> Result<KeysType> {
-        match s {
-            "" | "DUP_KEYS" => Ok(KeysType::Duplicate),
-            "AGG_KEYS" => Ok(KeysType::Aggregate),
-            "UNIQUE_KEYS" => Ok(KeysType::Unique),
-            other => Err(TethysError::Corruption(format!(
-                "unknown keys type {other}"
-            ))),
+    fn from_pb(k: tethys_proto::KeysTypePb) -> KeysType {
+        match k {
+            tethys_proto::KeysTypePb::KeysTypeDuplicate => KeysType::Duplicate,
+            tethys_proto::KeysTypePb::KeysTypeAggregate => KeysType::Aggregate,
+            tethys_proto::KeysTypePb::KeysTypeUnique => KeysType::Unique,
         }
     }
 }
@@ -102,6 +99,33 @@ impl AggregationType {
             AggregationType::HllUnion => "HLL_UNION",
             AggregationType::BitmapUnion => "BITMAP_UNION",
         }
+    }
+
+    fn pb(&self) -> tethys_proto::AggregationPb {
+        use tethys_proto::AggregationPb as A;
+        match self {
+            AggregationType::Sum => A::AggregationSum,
+            AggregationType::Max => A::AggregationMax,
+            AggregationType::Min => A::AggregationMin,
+            AggregationType::Replace => A::AggregationReplace,
+            AggregationType::ReplaceIfNotNull => A::AggregationReplaceIfNotNull,
+            AggregationType::HllUnion => A::AggregationHllUnion,
+            AggregationType::BitmapUnion => A::AggregationBitmapUnion,
+        }
+    }
+
+    fn from_pb(a: tethys_proto::AggregationPb) -> Option<AggregationType> {
+        use tethys_proto::AggregationPb as A;
+        Some(match a {
+            A::AggregationNone => return None,
+            A::AggregationSum => AggregationType::Sum,
+            A::AggregationMax => AggregationType::Max,
+            A::AggregationMin => AggregationType::Min,
+            A::AggregationReplace => AggregationType::Replace,
+            A::AggregationReplaceIfNotNull => AggregationType::ReplaceIfNotNull,
+            A::AggregationHllUnion => AggregationType::HllUnion,
+            A::AggregationBitmapUnion => AggregationType::BitmapUnion,
+        })
     }
 
     /// Parses the SQL spelling, case-insensitively.
@@ -280,20 +304,26 @@ impl TableSchema {
                     is_key: c.is_key,
                     aggregation: c
                         .aggregation
-                        .map(|a| a.sql().to_string())
-                        .unwrap_or_default(),
+                        .map_or(tethys_proto::AggregationPb::AggregationNone, |a| a.pb())
+                        .into(),
                 })
                 .collect(),
             num_key_columns: self.num_key_columns as u32,
-            compression: self.compression.clone(),
+            compression: if self.compression.eq_ignore_ascii_case("zstd") {
+                tethys_proto::CompressionPb::CompressionZstd
+            } else {
+                tethys_proto::CompressionPb::CompressionLz4
+            }
+            .into(),
             bloom_filter_columns: self.bloom_filter_columns.clone(),
-            keys_type: self.keys_type.pb().to_string(),
+            keys_type: self.keys_type.pb().into(),
             merge_on_write: self.merge_on_write,
             disable_auto_compaction: self.disable_auto_compaction,
         }
     }
 
-    /// Rebuilds a schema from its protobuf form.
+    /// Rebuilds a schema from its protobuf form; an enum value this build
+    /// does not know is an error, never a default.
     pub fn from_pb(pb: &TabletSchemaPb) -> Result<TableSchema> {
         let columns = pb
             .columns
@@ -306,15 +336,10 @@ impl TableSchema {
                     is_key: c.is_key,
                     default: None,
                     comment: String::new(),
-                    aggregation: match c.aggregation.as_str() {
-                        "" => None,
-                        a => Some(AggregationType::parse(a).ok_or_else(|| {
-                            TethysError::Corruption(format!(
-                                "column {} has unknown aggregation {a}",
-                                c.name
-                            ))
-                        })?),
-                    },
+                    aggregation: AggregationType::from_pb(
+                        tethys_proto::AggregationPb::try_from(c.aggregation)
+                            .map_err(|_| unknown("aggregation", c.aggregation))?,
+                    ),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -328,17 +353,26 @@ impl TableSchema {
         Ok(TableSchema {
             columns,
             num_key_columns,
-            compression: if pb.compression.is_empty() {
-                "lz4".into()
-            } else {
-                pb.compression.clone()
-            },
+            compression: match tethys_proto::CompressionPb::try_from(pb.compression) {
+                Ok(tethys_proto::CompressionPb::CompressionZstd) => "zstd",
+                Ok(tethys_proto::CompressionPb::CompressionLz4) => "lz4",
+                Err(_) => return Err(unknown("compression", pb.compression)),
+            }
+            .into(),
             bloom_filter_columns: pb.bloom_filter_columns.clone(),
-            keys_type: KeysType::from_pb(&pb.keys_type)?,
+            keys_type: KeysType::from_pb(
+                tethys_proto::KeysTypePb::try_from(pb.keys_type)
+                    .map_err(|_| unknown("keys type", pb.keys_type))?,
+            ),
             merge_on_write: pb.merge_on_write,
             disable_auto_compaction: pb.disable_auto_compaction,
         })
     }
+}
+
+/// A schema field holding a value this build does not know.
+fn unknown(what: &str, value: i32) -> TethysError {
+    TethysError::Corruption(format!("tablet schema has unknown {what} {value}"))
 }
 
 #[cfg(test)]
@@ -367,5 +401,16 @@ mod tests {
         assert_eq!(back.columns[0].column_type, s.columns[0].column_type);
         assert_eq!(back.compression, "zstd");
         assert_eq!(s.arrow_schema().field(0).name(), "amount");
+    }
+
+    #[test]
+    fn unknown_wire_enums_are_errors_not_defaults() {
+        let mut pb = TableSchema::default().to_pb();
+        pb.keys_type = 42;
+        let e = TableSchema::from_pb(&pb).unwrap_err();
+        assert!(e.to_string().contains("unknown keys type 42"), "{e}");
+        let mut pb = TableSchema::default().to_pb();
+        pb.compression = 7;
+        assert!(TableSchema::from_pb(&pb).is_err());
     }
 }

@@ -248,8 +248,8 @@ impl FrontendService for FrontendRpc {
     ) -> Result<Response<TxnOperationResponse>, Status> {
         let r = req.into_inner();
         authenticate(&r.user, &r.password)?;
-        let op = r.operation.to_ascii_lowercase();
-        if op != "commit" && op != "abort" {
+        let op = r.operation();
+        if !matches!(op, LoadAction::Commit | LoadAction::Abort) {
             return Err(Status::invalid_argument(
                 "transaction operation should be 'commit' or 'abort'",
             ));
@@ -283,7 +283,7 @@ impl FrontendService for FrontendRpc {
                 state.name().to_lowercase()
             )));
         }
-        if op == "commit" {
+        if op == LoadAction::Commit {
             self.fe
                 .txn
                 .commit_precommitted(txn_id)
@@ -302,7 +302,14 @@ impl FrontendService for FrontendRpc {
             format!("label [{}]", r.label)
         };
         Ok(Response::new(TxnOperationResponse {
-            message: format!("{who} {op} successfully."),
+            message: format!(
+                "{who} {} successfully.",
+                if op == LoadAction::Commit {
+                    "commit"
+                } else {
+                    "abort"
+                }
+            ),
         }))
     }
 }

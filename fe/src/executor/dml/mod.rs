@@ -1,4 +1,4 @@
-//! DELETE and UPDATE, which Tethys runs as loads (`crate::dml`).
+//! DELETE and UPDATE, which Tethys runs as loads (`delete_update.rs`).
 
 use std::sync::Arc;
 
