@@ -5,95 +5,42 @@
 //! bypass group commit.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use tethys_sql_tests::{TethysServer, curl, json_field};
+use tethys_sql_tests::{LoadFixture as Fixture, curl, json_field};
 
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
 }
 
-struct Fixture {
-    server: TethysServer,
-    dir: tempfile::TempDir,
+/// A server with `gc.t`, whose group commits come every `interval_ms`.
+async fn fixture(interval_ms: u64) -> Fixture {
+    let table = format!(
+        "CREATE TABLE gc.t (day DATE NOT NULL, id INT NOT NULL, name VARCHAR(8)) \
+         DUPLICATE KEY(day, id) PARTITION BY RANGE(day) (PARTITION p1 VALUES LESS THAN ('2026-02-01')) \
+         DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"group_commit_interval_ms\" = \"{interval_ms}\")"
+    );
+    Fixture::start(&binary(), &[], "gc", "t", &["CREATE DATABASE gc", &table]).await
 }
 
-impl Fixture {
-    async fn new(interval_ms: u64) -> Fixture {
-        let server = TethysServer::start(&binary()).await.expect("start");
-        let mut c = Conn::new(server.opts()).await.expect("connect");
-        c.query_drop("CREATE DATABASE gc").await.expect("db");
-        c.query_drop(format!(
-            "CREATE TABLE gc.t (day DATE NOT NULL, id INT NOT NULL, name VARCHAR(8)) \
-             DUPLICATE KEY(day, id) PARTITION BY RANGE(day) (PARTITION p1 VALUES LESS THAN ('2026-02-01')) \
-             DISTRIBUTED BY HASH(id) BUCKETS 2 PROPERTIES (\"group_commit_interval_ms\" = \"{interval_ms}\")"
-        ))
+/// The visible version of the table's one partition.
+async fn visible_version(f: &Fixture) -> i64 {
+    let rows: Vec<mysql_async::Row> = f
+        .conn()
         .await
-        .expect("table");
-        Fixture {
-            server,
-            dir: tempfile::tempdir().expect("tmp"),
-        }
-    }
-
-    fn file(&self, name: &str, content: &str) -> String {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, content).expect("write");
-        p.to_string_lossy().to_string()
-    }
-
-    fn load(&self, file: &str, headers: &[&str]) -> String {
-        self.server.stream_load("gc", "t", file, headers)
-    }
-
-    async fn conn(&self) -> Conn {
-        Conn::new(self.server.opts()).await.expect("connect")
-    }
-
-    async fn count(&self) -> i64 {
-        self.conn()
-            .await
-            .query_first("SELECT count(*) FROM gc.t")
-            .await
-            .expect("count")
-            .unwrap_or(-1)
-    }
-
-    /// Waits until the table holds `n` rows.
-    async fn wait_count(&self, n: i64, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            let c = self.count().await;
-            if c == n {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "table holds {c} rows, expected {n} within {within:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    async fn visible_version(&self) -> i64 {
-        let rows: Vec<mysql_async::Row> = self
-            .conn()
-            .await
-            .query("SHOW PARTITIONS FROM gc.t")
-            .await
-            .expect("partitions");
-        rows[0].get::<i64, _>("VisibleVersion").expect("version")
-    }
+        .query("SHOW PARTITIONS FROM gc.t")
+        .await
+        .expect("partitions");
+    rows[0].get::<i64, _>("VisibleVersion").expect("version")
 }
 
 #[tokio::test]
 async fn stream_load_and_insert_merge_into_group_transactions() {
-    let f = Fixture::new(3000).await;
+    let f = fixture(3000).await;
     let a = f.file("a.csv", "2026-01-01,1,a\n2026-01-02,2,b\n");
     let b = f.file("b.csv", "2026-01-03,3,c\n");
-    let v0 = f.visible_version().await;
+    let v0 = visible_version(&f).await;
 
     // async_mode: answered at once, invisible until the group commits.
     let r1 = f.load(&a, &["column_separator:,", "group_commit:async_mode"]);
@@ -114,7 +61,7 @@ async fn stream_load_and_insert_merge_into_group_transactions() {
     assert_eq!(f.count().await, 0, "async rows wait for the group commit");
     f.wait_count(3, Duration::from_secs(20)).await;
     // Two loads, one transaction, one version.
-    assert_eq!(f.visible_version().await, v0 + 1);
+    assert_eq!(visible_version(&f).await, v0 + 1);
     let rows: Vec<mysql_async::Row> = f
         .conn()
         .await
@@ -209,7 +156,7 @@ async fn stream_load_and_insert_merge_into_group_transactions() {
 #[tokio::test]
 async fn async_rows_survive_a_crash_through_the_wal() {
     // The interval is far away: only the WAL replay can make the rows visible.
-    let mut f = Fixture::new(600_000).await;
+    let mut f = fixture(600_000).await;
     let a = f.file("a.csv", "2026-01-01,1,a\n2026-01-02,2,b\n2026-01-03,3,c\n");
     let r = f.load(&a, &["column_separator:,", "group_commit:async_mode"]);
     assert_eq!(json_field(&r, "Status"), "Success", "{r}");

@@ -12,13 +12,7 @@ fn binary() -> PathBuf {
 }
 
 async fn column(c: &mut Conn, sql: &str, i: usize) -> Vec<String> {
-    let rows: Vec<mysql_async::Row> = c.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    rows.iter()
-        .map(|r| match r.as_ref(i) {
-            Some(mysql_async::Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
-            other => format!("{other:?}"),
-        })
-        .collect()
+    tethys_sql_tests::query_column(c, sql, i).await
 }
 
 #[tokio::test]

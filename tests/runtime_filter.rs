@@ -15,11 +15,7 @@ fn binary() -> PathBuf {
 }
 
 async fn rows(c: &mut Conn, sql: &str) -> Vec<String> {
-    tethys_sql_tests::query_rows(c, sql)
-        .await
-        .into_iter()
-        .map(|r| r.join("|"))
-        .collect()
+    tethys_sql_tests::query_lines(c, sql, "|").await
 }
 
 #[tokio::test]

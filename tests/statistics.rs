@@ -23,11 +23,7 @@ async fn rows(c: &mut Conn, sql: &str) -> Vec<Vec<String>> {
 
 /// The lines of `EXPLAIN sql`.
 async fn explain(c: &mut Conn, sql: &str) -> Vec<String> {
-    rows(c, &format!("EXPLAIN {sql}"))
-        .await
-        .into_iter()
-        .map(|r| r.join(""))
-        .collect()
+    tethys_sql_tests::explain_lines(c, sql).await
 }
 
 /// The rows of `other`'s scan node in an EXPLAIN: whether a runtime filter

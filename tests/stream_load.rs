@@ -8,80 +8,33 @@ use std::time::Duration;
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use tethys_sql_tests::{TethysServer, curl, json_field};
+use tethys_sql_tests::{LoadFixture as Fixture, curl, json_field};
 
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
 }
 
-struct Fixture {
-    server: TethysServer,
-    dir: tempfile::TempDir,
+/// The table every test loads: `ld.t`, two range partitions, three buckets.
+const DDL: [&str; 2] = [
+    "CREATE DATABASE ld",
+    "CREATE TABLE ld.t (day DATE NOT NULL, id INT NOT NULL, name VARCHAR(8), amount DECIMAL(10,2)) \
+     DUPLICATE KEY(day, id) PARTITION BY RANGE(day) (PARTITION p1 VALUES LESS THAN ('2026-02-01'), \
+     PARTITION p2 VALUES LESS THAN ('2026-03-01')) DISTRIBUTED BY HASH(id) BUCKETS 3",
+];
+
+async fn fixture_with(args: &[&str]) -> Fixture {
+    Fixture::start(&binary(), args, "ld", "t", &DDL).await
 }
 
-impl Fixture {
-    async fn new() -> Fixture {
-        Self::with_args(&[]).await
-    }
-
-    async fn with_args(args: &[&str]) -> Fixture {
-        let server = TethysServer::start_with_args(&binary(), args)
-            .await
-            .expect("start");
-        let mut c = Conn::new(server.opts()).await.expect("connect");
-        c.query_drop("CREATE DATABASE ld").await.expect("db");
-        c.query_drop(
-            "CREATE TABLE ld.t (day DATE NOT NULL, id INT NOT NULL, name VARCHAR(8), amount DECIMAL(10,2)) \
-             DUPLICATE KEY(day, id) PARTITION BY RANGE(day) (PARTITION p1 VALUES LESS THAN ('2026-02-01'), \
-             PARTITION p2 VALUES LESS THAN ('2026-03-01')) DISTRIBUTED BY HASH(id) BUCKETS 3",
-        )
-        .await
-        .expect("table");
-        Fixture {
-            server,
-            dir: tempfile::tempdir().expect("tmp"),
-        }
-    }
-
-    fn file(&self, name: &str, content: &str) -> String {
-        let p = self.dir.path().join(name);
-        std::fs::write(&p, content).expect("write");
-        p.to_string_lossy().to_string()
-    }
-
-    fn fe_url(&self, tail: &str) -> String {
-        format!(
-            "http://127.0.0.1:{}/api/ld/{tail}",
-            self.server.fe_http_port
-        )
-    }
-
-    fn be_url(&self, tail: &str) -> String {
-        format!(
-            "http://127.0.0.1:{}/api/ld/{tail}",
-            self.server.be_http_port
-        )
-    }
-
-    /// Loads `file` through the FE (307 followed), with extra headers.
-    fn load(&self, file: &str, headers: &[&str]) -> String {
-        self.server.stream_load("ld", "t", file, headers)
-    }
-
-    async fn count(&self) -> i64 {
-        let mut c = Conn::new(self.server.opts()).await.expect("connect");
-        c.query_first("SELECT count(*) FROM ld.t")
-            .await
-            .expect("count")
-            .unwrap_or(-1)
-    }
+async fn fixture() -> Fixture {
+    fixture_with(&[]).await
 }
 
 const GOOD: &str = "2026-01-02,1,alice,10.5\n2026-02-03,2,bob,3\n2026-01-31,3,carol,1.25\n";
 
 #[tokio::test]
 async fn labels_redirect_and_visibility() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let csv = f.file("a.csv", GOOD);
     // The FE answers 307 and points at a backend's HTTP port.
     let (code, _) = curl(&[
@@ -186,7 +139,7 @@ async fn labels_redirect_and_visibility() {
 
 #[tokio::test]
 async fn data_quality_and_error_log() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let bad = f.file(
         "b.csv",
         "2026-01-05,4,dan,1\n2026-01-06,5\n2026-05-01,6,x,1\n2026-01-07,7,waytoolongname,1\n",
@@ -267,7 +220,7 @@ async fn data_quality_and_error_log() {
 
 #[tokio::test]
 async fn two_phase_commit_survives_a_crash() {
-    let mut f = Fixture::new().await;
+    let mut f = fixture().await;
     let csv = f.file("a.csv", GOOD);
     let body = f.load(
         &csv,
@@ -361,7 +314,7 @@ async fn two_phase_commit_survives_a_crash() {
 
 #[tokio::test]
 async fn json_formats_and_columns() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let arr = f.file(
         "a.json",
         r#"[{"day":"2026-01-10","id":9,"name":"f","amount":1.5},{"day":"2026-01-11","ID":10}]"#,
@@ -432,7 +385,7 @@ async fn json_formats_and_columns() {
 #[tokio::test]
 async fn client_disconnect_mid_body_leaves_nothing() {
     use tokio::io::AsyncWriteExt;
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", f.server.be_http_port))
         .await
         .expect("tcp");
@@ -455,7 +408,7 @@ async fn client_disconnect_mid_body_leaves_nothing() {
 
 #[tokio::test]
 async fn columns_expressions_and_where() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let csv = f.file("x.csv", GOOD);
     // The issue's example: a source column `tmp` feeding `amount = tmp * 100`,
     // a text function, and a where filter whose rows count as unselected.
@@ -537,7 +490,7 @@ async fn columns_expressions_and_where() {
 
 #[tokio::test]
 async fn compressed_bodies() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let plain = f.file("p.csv", GOOD);
     let gz = f.dir.path().join("p.csv.gz");
     let out = std::process::Command::new("gzip")
@@ -564,7 +517,7 @@ async fn compressed_bodies() {
 
 #[tokio::test]
 async fn labels_expire_after_label_keep_max_second() {
-    let f = Fixture::with_args(&[
+    let f = fixture_with(&[
         "--label-keep-max-second",
         "1",
         "--label-clean-interval-second",
@@ -605,7 +558,7 @@ fn vm_hwm_kb(pid: u32) -> u64 {
 
 #[tokio::test]
 async fn expect_continue_and_a_large_body_stream_in_bounded_memory() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let csv = f.file("a.csv", GOOD);
     // curl waits for the server's 100 Continue before it sends the body.
     let out = std::process::Command::new("curl")
@@ -669,7 +622,7 @@ async fn expect_continue_and_a_large_body_stream_in_bounded_memory() {
 /// intact, and no temporary segment file is left behind.
 #[tokio::test]
 async fn kill_during_a_load_leaves_all_or_nothing() {
-    let mut f = Fixture::new().await;
+    let mut f = fixture().await;
     let first = f.file("first.csv", GOOD);
     f.load(&first, &["label:before", "column_separator:,"]);
     assert_eq!(f.count().await, 3);
@@ -741,7 +694,7 @@ async fn kill_during_a_load_leaves_all_or_nothing() {
 /// combine in file order, and loads combine with each other.
 #[tokio::test]
 async fn aggregate_and_unique_tables_combine_loaded_rows() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let mut c = Conn::new(f.server.opts()).await.expect("connect");
     c.query_drop(
         "CREATE TABLE ld.agg (id INT NOT NULL, total DECIMAL(10,2) SUM, last VARCHAR(8) REPLACE, \
@@ -896,7 +849,7 @@ async fn aggregate_and_unique_tables_combine_loaded_rows() {
 
 #[tokio::test]
 async fn bitmap_and_hll_columns_load_through_the_columns_header() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let mut c = Conn::new(f.server.opts()).await.expect("connect");
     c.query_drop(
         "CREATE TABLE ld.uv (dt DATE NOT NULL, page VARCHAR(8) NOT NULL, pv BIGINT SUM NOT NULL, \
@@ -973,7 +926,7 @@ async fn bitmap_and_hll_columns_load_through_the_columns_header() {
 /// 23:59:59.6 on a partition's last day lands in the next partition.
 #[tokio::test]
 async fn datetime_precision_is_kept_by_stream_load() {
-    let f = Fixture::new().await;
+    let f = fixture().await;
     let mut c = Conn::new(f.server.opts()).await.expect("connect");
     c.query_drop(
         "CREATE TABLE ld.ts (id INT NOT NULL, at DATETIME NOT NULL, at3 DATETIME(3)) DUPLICATE KEY(id, at) \

@@ -20,8 +20,10 @@ use sqllogictest::{AsyncDB, DBOutput};
 use tokio::sync::Mutex;
 
 mod column_type;
+mod fixture;
 
 pub use column_type::SltType;
+pub use fixture::LoadFixture;
 /// Re-exported so test binaries use the same version.
 pub use sqllogictest;
 
@@ -296,6 +298,29 @@ pub async fn query_rows(c: &mut Conn, sql: &str) -> Vec<Vec<String>> {
                 })
                 .collect()
         })
+        .collect()
+}
+
+/// The rows of `sql`, each row's values joined by `sep`.
+pub async fn query_lines(c: &mut Conn, sql: &str, sep: &str) -> Vec<String> {
+    query_rows(c, sql)
+        .await
+        .into_iter()
+        .map(|r| r.join(sep))
+        .collect()
+}
+
+/// The lines of `EXPLAIN sql`.
+pub async fn explain_lines(c: &mut Conn, sql: &str) -> Vec<String> {
+    query_lines(c, &format!("EXPLAIN {sql}"), "").await
+}
+
+/// Column `i` of the rows of `sql`.
+pub async fn query_column(c: &mut Conn, sql: &str, i: usize) -> Vec<String> {
+    query_rows(c, sql)
+        .await
+        .into_iter()
+        .map(|mut r| r.swap_remove(i))
         .collect()
 }
 

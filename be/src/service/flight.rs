@@ -34,6 +34,7 @@ use tethys_common::ship::refuse_unroutable;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::node::Backend;
+use crate::storage::WriteKind;
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -59,16 +60,15 @@ async fn flush(
     let b = backend.clone();
     let wr = wr.clone();
     tokio::task::spawn_blocking(move || {
-        let (txn, tablet) = (wr.txn_id, wr.tablet_id);
-        if wr.delete_rows {
-            b.engine.write_deletes(txn, tablet, &batches)
+        let kind = if wr.delete_rows {
+            WriteKind::Deletes
         } else if !wr.partial_columns.is_empty() {
-            let given: Vec<usize> = wr.partial_columns.iter().map(|&c| c as usize).collect();
-            b.engine
-                .write_partial(txn, tablet, &batches, &given, wr.partial_strict)
+            let given = wr.partial_columns.iter().map(|&c| c as usize).collect();
+            WriteKind::Partial(given, wr.partial_strict)
         } else {
-            b.engine.write(txn, tablet, &batches)
-        }
+            WriteKind::Rows
+        };
+        b.engine.write_kind(wr.txn_id, wr.tablet_id, &batches, kind)
     })
     .await
     .map_err(|e| Status::internal(format!("write task failed: {e}")))?

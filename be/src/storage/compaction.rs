@@ -339,7 +339,7 @@ pub fn compact_once(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::StorageEngine;
+    use crate::storage::{StorageEngine, WriteKind};
     use arrow::array::{AsArray, Int64Array};
     use arrow::datatypes::Int64Type;
     use tethys_common::schema::{AggregationType, Column, KeysType};
@@ -600,7 +600,12 @@ mod tests {
         )
         .unwrap();
         engine
-            .write_partial(20, 1, std::slice::from_ref(&placeholders), &[0], false)
+            .write_kind(
+                20,
+                1,
+                std::slice::from_ref(&placeholders),
+                WriteKind::Partial(vec![0], false),
+            )
             .unwrap();
         // Meanwhile a load of key 1 is published first.
         engine.write(21, 1, &[rows(&[1], 99)]).unwrap();
@@ -615,12 +620,12 @@ mod tests {
         // Without a conflict nothing is rewritten.
         // Strict mode refuses a new key; keys 1-3 all exist by now.
         let e = engine
-            .write_partial(23, 1, &[rows(&[4], 1)], &[0], true)
+            .write_kind(23, 1, &[rows(&[4], 1)], WriteKind::Partial(vec![0], true))
             .unwrap_err()
             .to_string();
         assert!(e.contains("cannot insert the new key (4)"), "{e}");
         engine
-            .write_partial(22, 1, &[placeholders], &[0], true)
+            .write_kind(22, 1, &[placeholders], WriteKind::Partial(vec![0], true))
             .unwrap();
         engine.publish(22, 1, 5).unwrap();
         assert_eq!(

@@ -14,6 +14,7 @@ use tethys_common::{Result, TethysError};
 
 use super::compaction::{self, CompactionKind, CompactionOutcome};
 use super::delete_bitmap::{KeyIndexCache, default_key_index_cache_bytes};
+use super::tablet::WriteKind;
 use super::tablet::{Tablet, TabletMeta, TabletStats};
 
 /// All tablets on this backend.
@@ -299,47 +300,24 @@ impl StorageEngine {
         })
     }
 
-    /// Appends rows of a transaction to a tablet. Returns bytes written.
+    /// Appends full rows of a transaction to a tablet. Returns bytes written.
     pub fn write(&self, txn_id: i64, tablet_id: i64, batches: &[RecordBatch]) -> Result<u64> {
-        let t = self.tablet(tablet_id)?;
-        t.write(txn_id, batches, self.max_tablet_versions, || {
-            self.next_rowset_id(&format!("t{txn_id}"))
-        })
+        self.write_kind(txn_id, tablet_id, batches, WriteKind::Rows)
     }
 
-    /// Writes rows of a transaction that delete their keys from a
-    /// merge-on-write tablet.
-    pub fn write_deletes(
+    /// Appends rows of a transaction to a tablet, as `kind` says what they
+    /// are. Returns bytes written.
+    pub fn write_kind(
         &self,
         txn_id: i64,
         tablet_id: i64,
         batches: &[RecordBatch],
+        kind: WriteKind,
     ) -> Result<u64> {
         let t = self.tablet(tablet_id)?;
-        t.write_deletes(txn_id, batches, self.max_tablet_versions, || {
+        t.write(txn_id, batches, kind, self.max_tablet_versions, || {
             self.next_rowset_id(&format!("t{txn_id}"))
         })
-    }
-
-    /// Writes rows of a partial column update (table columns `given`) to a
-    /// merge-on-write tablet.
-    pub fn write_partial(
-        &self,
-        txn_id: i64,
-        tablet_id: i64,
-        batches: &[RecordBatch],
-        given: &[usize],
-        strict: bool,
-    ) -> Result<u64> {
-        let t = self.tablet(tablet_id)?;
-        t.write_partial(
-            txn_id,
-            batches,
-            given,
-            strict,
-            self.max_tablet_versions,
-            || self.next_rowset_id(&format!("t{txn_id}")),
-        )
     }
 
     /// Records a DELETE's predicate on tablets as pending data of a transaction.

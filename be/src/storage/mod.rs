@@ -25,7 +25,7 @@ pub use compaction::CompactionKind;
 pub use delete_bitmap::default_key_index_cache_bytes;
 pub use engine::{CompactionConfig, StorageEngine};
 pub use page_cache::default_capacity as default_page_cache_bytes;
-pub use tablet::{MAX_TABLET_VERSION_NUM, RowsetMeta, Tablet};
+pub use tablet::{MAX_TABLET_VERSION_NUM, RowsetMeta, Tablet, WriteKind};
 
 /// The page encodings, for `cargo bench -p tethys-be --bench encodings`
 /// (a bench is a crate of its own and sees only what is public).

@@ -44,6 +44,7 @@ mod write;
 pub use meta::*;
 use publish::*;
 pub use read::*;
+pub use write::WriteKind;
 
 /// One tablet on this backend.
 #[derive(Debug)]

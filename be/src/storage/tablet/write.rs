@@ -6,13 +6,16 @@ use super::*;
 
 /// What the rows of a write are.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum WriteKind {
+pub enum WriteKind {
     /// Full rows.
     Rows,
-    /// Rows deleting their keys.
+    /// Rows deleting their keys (merge-on-write tables only).
     Deletes,
-    /// A partial column update giving these table columns; strict: new
-    /// keys are refused.
+    /// A partial column update giving these table columns; each row's
+    /// other columns are taken from the key's current row, or for a new key
+    /// are the placeholders sent (the column's default, or NULL); strict: a
+    /// new key fails the write. Merge-on-write tables only; every key
+    /// column must be given.
     Partial(Vec<usize>, bool),
 }
 
@@ -44,71 +47,45 @@ pub fn sort_by_key(batch: &RecordBatch, schema: &TableSchema) -> Result<RecordBa
 }
 
 impl Tablet {
-    /// Writes rows of transaction `txn_id` as a new segment of its pending rowset.
+    /// Writes rows of transaction `txn_id` as a new segment of its pending
+    /// rowset (full rows, rows deleting their keys, or a partial column
+    /// update: see [`WriteKind`]).
     pub fn write(
         &self,
         txn_id: i64,
         batches: &[RecordBatch],
+        kind: WriteKind,
         max_versions: usize,
         rowset_id: impl FnOnce() -> String,
     ) -> Result<u64> {
-        self.write_as(txn_id, batches, WriteKind::Rows, max_versions, rowset_id)
-    }
-
-    /// Writes rows of a partial column update: only the table columns
-    /// `given` carry values; each row's other columns are taken from the
-    /// key's current row, or for a new key are the placeholders sent (the
-    /// column's default, or NULL); with `strict` a new key fails the write.
-    /// Merge-on-write tables only.
-    pub fn write_partial(
-        &self,
-        txn_id: i64,
-        batches: &[RecordBatch],
-        given: &[usize],
-        strict: bool,
-        max_versions: usize,
-        rowset_id: impl FnOnce() -> String,
-    ) -> Result<u64> {
-        if self.mow.is_none() {
-            return Err(TethysError::NotSupported(
-                "partial column update needs a UNIQUE KEY table with \
-                 enable_unique_key_merge_on_write = true"
-                    .into(),
-            ));
+        match &kind {
+            WriteKind::Rows => {}
+            WriteKind::Deletes if self.mow.is_none() => {
+                return Err(TethysError::NotSupported(
+                    "deleting rows by key (DELETE with conditions on value columns, merge_type DELETE) \
+                     needs a UNIQUE KEY table with enable_unique_key_merge_on_write = true"
+                        .into(),
+                ));
+            }
+            WriteKind::Deletes => {}
+            WriteKind::Partial(..) if self.mow.is_none() => {
+                return Err(TethysError::NotSupported(
+                    "partial column update needs a UNIQUE KEY table with \
+                     enable_unique_key_merge_on_write = true"
+                        .into(),
+                ));
+            }
+            WriteKind::Partial(given, _) => {
+                let meta = self.meta();
+                if let Some(k) = (0..meta.schema.num_key_columns).find(|k| !given.contains(k)) {
+                    return Err(TethysError::Analysis(format!(
+                        "a partial column update must give every key column; {} is missing",
+                        meta.schema.columns[k].name
+                    )));
+                }
+            }
         }
-        let meta = self.meta();
-        if let Some(k) = (0..meta.schema.num_key_columns).find(|k| !given.contains(k)) {
-            return Err(TethysError::Analysis(format!(
-                "a partial column update must give every key column; {} is missing",
-                meta.schema.columns[k].name
-            )));
-        }
-        self.write_as(
-            txn_id,
-            batches,
-            WriteKind::Partial(given.to_vec(), strict),
-            max_versions,
-            rowset_id,
-        )
-    }
-
-    /// Writes rows of transaction `txn_id` that delete their keys (only
-    /// merge-on-write tables: other models keep no delete bitmaps).
-    pub fn write_deletes(
-        &self,
-        txn_id: i64,
-        batches: &[RecordBatch],
-        max_versions: usize,
-        rowset_id: impl FnOnce() -> String,
-    ) -> Result<u64> {
-        if self.mow.is_none() {
-            return Err(TethysError::NotSupported(
-                "deleting rows by key (DELETE with conditions on value columns, merge_type DELETE) \
-                 needs a UNIQUE KEY table with enable_unique_key_merge_on_write = true"
-                    .into(),
-            ));
-        }
-        self.write_as(txn_id, batches, WriteKind::Deletes, max_versions, rowset_id)
+        self.write_as(txn_id, batches, kind, max_versions, rowset_id)
     }
 
     pub(super) fn write_as(
