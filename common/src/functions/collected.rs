@@ -24,6 +24,7 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 
+use super::fixed::Fixed;
 use super::text::mysql_text;
 
 pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
@@ -34,9 +35,12 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
         Arc::new(ScalarUDF::from(WindowFunnel {
             signature: Signature::any(3, Volatility::Immutable),
         })),
-        Arc::new(ScalarUDF::from(GroupConcat {
-            signature: Signature::any(3, Volatility::Immutable),
-        })),
+        Fixed::udf(
+            "group_concat_of",
+            Signature::any(3, Volatility::Immutable),
+            DataType::Utf8,
+            group_concat_of,
+        ),
     ]
 }
 
@@ -249,9 +253,74 @@ impl ScalarUDFImpl for WindowFunnel {
 /// ORDER BY keys and then the value (as text); `orders` one
 /// `asc|desc nulls first|last` per key, comma-separated. NULL values are
 /// skipped; no value is NULL.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct GroupConcat {
-    signature: Signature,
+fn group_concat_of(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    let arrays = super::arrays(&args)?;
+    let seps = mysql_text(&arrays[1])?;
+    let seps = seps.as_string::<i32>();
+    let orders = mysql_text(&arrays[2])?;
+    let orders = orders.as_string::<i32>();
+    let mut out = StringBuilder::new();
+    let DataType::List(_) = arrays[0].data_type() else {
+        out.append_nulls(n);
+        return Ok(ColumnarValue::Array(Arc::new(out.finish())));
+    };
+    let lists = arrays[0].as_list::<i32>();
+    for i in 0..n {
+        if lists.is_null(i) || seps.is_null(i) {
+            out.append_null();
+            continue;
+        }
+        let rows = lists.value(i);
+        let rows = rows.as_struct();
+        let Some((value, keys)) = rows.columns().split_last() else {
+            out.append_null();
+            continue;
+        };
+        let options = sort_options(if orders.is_null(i) {
+            ""
+        } else {
+            orders.value(i)
+        })?;
+        let sort: Vec<arrow::compute::SortColumn> = keys
+            .iter()
+            .zip(
+                options
+                    .iter()
+                    .copied()
+                    .chain(std::iter::repeat(Default::default())),
+            )
+            .map(|(k, o)| arrow::compute::SortColumn {
+                values: k.clone(),
+                options: Some(o),
+            })
+            .collect();
+        let order: Vec<u32> = if sort.is_empty() {
+            (0..rows.len() as u32).collect()
+        } else {
+            arrow::compute::lexsort_to_indices(&sort, None)?
+                .values()
+                .to_vec()
+        };
+        let texts = mysql_text(value)?;
+        let texts = texts.as_string::<i32>();
+        let mut joined: Option<String> = None;
+        for r in order {
+            let r = r as usize;
+            if texts.is_null(r) {
+                continue;
+            }
+            match &mut joined {
+                Some(j) => {
+                    j.push_str(seps.value(i));
+                    j.push_str(texts.value(r));
+                }
+                None => joined = Some(texts.value(r).to_string()),
+            }
+        }
+        out.append_option(joined);
+    }
+    Ok(ColumnarValue::Array(Arc::new(out.finish())))
 }
 
 /// The sort options of `orders`.
@@ -275,87 +344,6 @@ fn sort_options(orders: &str) -> Result<Vec<arrow::compute::SortOptions>> {
             }
         })
         .collect()
-}
-
-impl ScalarUDFImpl for GroupConcat {
-    fn name(&self) -> &str {
-        "group_concat_of"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = super::arrays(&args)?;
-        let seps = mysql_text(&arrays[1])?;
-        let seps = seps.as_string::<i32>();
-        let orders = mysql_text(&arrays[2])?;
-        let orders = orders.as_string::<i32>();
-        let mut out = StringBuilder::new();
-        let DataType::List(_) = arrays[0].data_type() else {
-            out.append_nulls(n);
-            return Ok(ColumnarValue::Array(Arc::new(out.finish())));
-        };
-        let lists = arrays[0].as_list::<i32>();
-        for i in 0..n {
-            if lists.is_null(i) || seps.is_null(i) {
-                out.append_null();
-                continue;
-            }
-            let rows = lists.value(i);
-            let rows = rows.as_struct();
-            let Some((value, keys)) = rows.columns().split_last() else {
-                out.append_null();
-                continue;
-            };
-            let options = sort_options(if orders.is_null(i) {
-                ""
-            } else {
-                orders.value(i)
-            })?;
-            let sort: Vec<arrow::compute::SortColumn> = keys
-                .iter()
-                .zip(
-                    options
-                        .iter()
-                        .copied()
-                        .chain(std::iter::repeat(Default::default())),
-                )
-                .map(|(k, o)| arrow::compute::SortColumn {
-                    values: k.clone(),
-                    options: Some(o),
-                })
-                .collect();
-            let order: Vec<u32> = if sort.is_empty() {
-                (0..rows.len() as u32).collect()
-            } else {
-                arrow::compute::lexsort_to_indices(&sort, None)?
-                    .values()
-                    .to_vec()
-            };
-            let texts = mysql_text(value)?;
-            let texts = texts.as_string::<i32>();
-            let mut joined: Option<String> = None;
-            for r in order {
-                let r = r as usize;
-                if texts.is_null(r) {
-                    continue;
-                }
-                match &mut joined {
-                    Some(j) => {
-                        j.push_str(seps.value(i));
-                        j.push_str(texts.value(r));
-                    }
-                    None => joined = Some(texts.value(r).to_string()),
-                }
-            }
-            out.append_option(joined);
-        }
-        Ok(ColumnarValue::Array(Arc::new(out.finish())))
-    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use datafusion::logical_expr::{
     Volatility,
 };
 
+use super::fixed::Fixed;
 use super::timezone::{from_local, parse_tz, to_local};
 use super::week::{FIRST_WEEKDAY, MONDAY_FIRST, WEEK_YEAR};
 
@@ -36,10 +37,36 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     .into_iter()
     .map(|(name, part)| Arc::new(ScalarUDF::from(DatePartFn::new(name, part))))
     .collect();
-    v.push(Arc::new(ScalarUDF::from(DateFormatFn::new())));
-    v.push(Arc::new(ScalarUDF::from(FromUnixtimeFn::new())));
-    v.push(Arc::new(ScalarUDF::from(UnixTimestampFn::new())));
-    v.push(Arc::new(ScalarUDF::from(DateDiffFn::new())));
+    v.push(Fixed::udf(
+        "date_format",
+        Signature::any(2, Volatility::Immutable),
+        DataType::Utf8,
+        date_format,
+    ));
+    v.push(Fixed::udf(
+        "from_unixtime",
+        Signature::one_of(
+            vec![TypeSignature::Any(1), TypeSignature::Any(2)],
+            Volatility::Immutable,
+        ),
+        DataType::Utf8,
+        from_unixtime,
+    ));
+    v.push(Fixed::udf(
+        "unix_timestamp",
+        Signature::one_of(
+            vec![TypeSignature::Nullary, TypeSignature::Any(1)],
+            Volatility::Stable,
+        ),
+        DataType::Int64,
+        unix_timestamp,
+    ));
+    v.push(Fixed::udf(
+        "datediff",
+        Signature::any(2, Volatility::Immutable),
+        DataType::Int32,
+        datediff,
+    ));
     let cd = datafusion::functions::datetime::current_date();
     v.push(Arc::new(cd.as_ref().clone().with_aliases(["curdate"])));
     let ct = datafusion::functions::datetime::current_time();
@@ -122,47 +149,23 @@ impl ScalarUDFImpl for DatePartFn {
 }
 
 /// `date_format(datetime, format)` with MySQL format specifiers.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct DateFormatFn {
-    signature: Signature,
-}
-
-impl DateFormatFn {
-    fn new() -> Self {
-        DateFormatFn {
-            signature: Signature::any(2, Volatility::Immutable),
+fn date_format(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    let ts = to_micros(&args.args[0].to_array(n)?)?;
+    let fmt = cast(&args.args[1].to_array(n)?, &DataType::Utf8)?;
+    let ts = ts.as_primitive::<TimestampMicrosecondType>();
+    let fmt = fmt.as_string::<i32>();
+    let mut b = StringBuilder::with_capacity(n, n * 20);
+    for i in 0..n {
+        match (ts.is_valid(i), fmt.is_valid(i)) {
+            (true, true) => match naive(ts.value(i)) {
+                Some(dt) => b.append_value(mysql_format(&dt, fmt.value(i))),
+                None => b.append_null(),
+            },
+            _ => b.append_null(),
         }
     }
-}
-
-impl ScalarUDFImpl for DateFormatFn {
-    fn name(&self) -> &str {
-        "date_format"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let ts = to_micros(&args.args[0].to_array(n)?)?;
-        let fmt = cast(&args.args[1].to_array(n)?, &DataType::Utf8)?;
-        let ts = ts.as_primitive::<TimestampMicrosecondType>();
-        let fmt = fmt.as_string::<i32>();
-        let mut b = StringBuilder::with_capacity(n, n * 20);
-        for i in 0..n {
-            match (ts.is_valid(i), fmt.is_valid(i)) {
-                (true, true) => match naive(ts.value(i)) {
-                    Some(dt) => b.append_value(mysql_format(&dt, fmt.value(i))),
-                    None => b.append_null(),
-                },
-                _ => b.append_null(),
-            }
-        }
-        Ok(ColumnarValue::Array(Arc::new(b.finish())))
-    }
+    Ok(ColumnarValue::Array(Arc::new(b.finish())))
 }
 
 const MONTHS: [&str; 12] = [
@@ -279,160 +282,82 @@ pub fn mysql_format(dt: &NaiveDateTime, fmt: &str) -> String {
 }
 
 /// `from_unixtime(seconds[, format])`: a UNIX time as local time text.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct FromUnixtimeFn {
-    signature: Signature,
-}
-
-impl FromUnixtimeFn {
-    fn new() -> Self {
-        FromUnixtimeFn {
-            signature: Signature::one_of(
-                vec![TypeSignature::Any(1), TypeSignature::Any(2)],
-                Volatility::Immutable,
-            ),
+fn from_unixtime(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    let tz = session_tz(&args)?;
+    let secs = cast(&args.args[0].to_array(n)?, &DataType::Int64)?;
+    let secs = secs.as_primitive::<arrow::datatypes::Int64Type>();
+    let fmt = match args.args.get(1) {
+        Some(f) => Some(cast(&f.to_array(n)?, &DataType::Utf8)?),
+        None => None,
+    };
+    let mut b = StringBuilder::with_capacity(n, n * 19);
+    for i in 0..n {
+        if !secs.is_valid(i) {
+            b.append_null();
+            continue;
         }
-    }
-}
-
-impl ScalarUDFImpl for FromUnixtimeFn {
-    fn name(&self) -> &str {
-        "from_unixtime"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let tz = session_tz(&args)?;
-        let secs = cast(&args.args[0].to_array(n)?, &DataType::Int64)?;
-        let secs = secs.as_primitive::<arrow::datatypes::Int64Type>();
-        let fmt = match args.args.get(1) {
-            Some(f) => Some(cast(&f.to_array(n)?, &DataType::Utf8)?),
-            None => None,
+        let Some(utc) = DateTime::<Utc>::from_timestamp(secs.value(i), 0) else {
+            b.append_null();
+            continue;
         };
-        let mut b = StringBuilder::with_capacity(n, n * 19);
-        for i in 0..n {
-            if !secs.is_valid(i) {
-                b.append_null();
-                continue;
-            }
-            let Some(utc) = DateTime::<Utc>::from_timestamp(secs.value(i), 0) else {
-                b.append_null();
-                continue;
-            };
-            let local = to_local(utc, &tz);
-            match &fmt {
-                Some(f) => {
-                    let f = f.as_string::<i32>();
-                    if f.is_valid(i) {
-                        b.append_value(mysql_format(&local, f.value(i)))
-                    } else {
-                        b.append_null()
-                    }
+        let local = to_local(utc, &tz);
+        match &fmt {
+            Some(f) => {
+                let f = f.as_string::<i32>();
+                if f.is_valid(i) {
+                    b.append_value(mysql_format(&local, f.value(i)))
+                } else {
+                    b.append_null()
                 }
-                None => b.append_value(local.format("%Y-%m-%d %H:%M:%S").to_string()),
             }
+            None => b.append_value(local.format("%Y-%m-%d %H:%M:%S").to_string()),
         }
-        Ok(ColumnarValue::Array(Arc::new(b.finish())))
     }
+    Ok(ColumnarValue::Array(Arc::new(b.finish())))
 }
 
 /// `unix_timestamp([datetime])`: seconds since the epoch.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct UnixTimestampFn {
-    signature: Signature,
-}
-
-impl UnixTimestampFn {
-    fn new() -> Self {
-        UnixTimestampFn {
-            signature: Signature::one_of(
-                vec![TypeSignature::Nullary, TypeSignature::Any(1)],
-                Volatility::Stable,
-            ),
-        }
+fn unix_timestamp(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    if args.args.is_empty() {
+        return Ok(ColumnarValue::Scalar(ScalarValue::Int64(Some(
+            Utc::now().timestamp(),
+        ))));
     }
-}
-
-impl ScalarUDFImpl for UnixTimestampFn {
-    fn name(&self) -> &str {
-        "unix_timestamp"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Int64)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        if args.args.is_empty() {
-            return Ok(ColumnarValue::Scalar(ScalarValue::Int64(Some(
-                Utc::now().timestamp(),
-            ))));
-        }
-        let tz = session_tz(&args)?;
-        let ts = to_micros(&args.args[0].to_array(n)?)?;
-        let ts = ts.as_primitive::<TimestampMicrosecondType>();
-        let out: Int64Array = ts
-            .iter()
-            .map(|v| {
-                v.and_then(naive)
-                    .and_then(|l| from_local(l, &tz))
-                    .map(|u| u.timestamp())
-            })
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    }
+    let tz = session_tz(&args)?;
+    let ts = to_micros(&args.args[0].to_array(n)?)?;
+    let ts = ts.as_primitive::<TimestampMicrosecondType>();
+    let out: Int64Array = ts
+        .iter()
+        .map(|v| {
+            v.and_then(naive)
+                .and_then(|l| from_local(l, &tz))
+                .map(|u| u.timestamp())
+        })
+        .collect();
+    Ok(ColumnarValue::Array(Arc::new(out)))
 }
 
 /// `datediff(a, b)`: whole days from b to a.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct DateDiffFn {
-    signature: Signature,
-}
-
-impl DateDiffFn {
-    fn new() -> Self {
-        DateDiffFn {
-            signature: Signature::any(2, Volatility::Immutable),
-        }
+fn datediff(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    if args.args.len() != 2 {
+        return exec_err!("datediff takes two arguments");
     }
-}
-
-impl ScalarUDFImpl for DateDiffFn {
-    fn name(&self) -> &str {
-        "datediff"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Int32)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        if args.args.len() != 2 {
-            return exec_err!("datediff takes two arguments");
-        }
-        let a = cast(&args.args[0].to_array(n)?, &DataType::Date32)?;
-        let b = cast(&args.args[1].to_array(n)?, &DataType::Date32)?;
-        let a = a.as_primitive::<arrow::datatypes::Date32Type>();
-        let b = b.as_primitive::<arrow::datatypes::Date32Type>();
-        let out: Int32Array = a
-            .iter()
-            .zip(b.iter())
-            .map(|(x, y)| match (x, y) {
-                (Some(x), Some(y)) => Some(x - y),
-                _ => None,
-            })
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    }
+    let a = cast(&args.args[0].to_array(n)?, &DataType::Date32)?;
+    let b = cast(&args.args[1].to_array(n)?, &DataType::Date32)?;
+    let a = a.as_primitive::<arrow::datatypes::Date32Type>();
+    let b = b.as_primitive::<arrow::datatypes::Date32Type>();
+    let out: Int32Array = a
+        .iter()
+        .zip(b.iter())
+        .map(|(x, y)| match (x, y) {
+            (Some(x), Some(y)) => Some(x - y),
+            _ => None,
+        })
+        .collect();
+    Ok(ColumnarValue::Array(Arc::new(out)))
 }
 
 #[cfg(test)]

@@ -18,16 +18,20 @@ use arrow::datatypes::{DataType, Int64Type};
 use base64::Engine;
 use datafusion::error::Result;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, Signature, Volatility,
 };
 
+use super::fixed::Fixed;
 use super::text::{TextFn, mysql_text};
 
 pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     vec![
-        Arc::new(ScalarUDF::from(Hex {
-            signature: Signature::any(1, Volatility::Immutable),
-        })),
+        Fixed::udf(
+            "hex",
+            Signature::any(1, Volatility::Immutable),
+            DataType::Utf8,
+            hex,
+        ),
         TextFn::udf("unhex", 1, 1, |a| Ok(Some(unhex(a[0])))),
         TextFn::udf("to_base64", 1, 1, |a| {
             Ok(Some(base64::engine::general_purpose::STANDARD.encode(a[0])))
@@ -55,40 +59,22 @@ pub fn unhex(s: &str) -> String {
         .unwrap_or_default()
 }
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Hex {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for Hex {
-    fn name(&self) -> &str {
-        "hex"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let (constant, arrays) = super::constant_or_arrays(&args)?;
-        let a = &arrays[0];
-        let mut out = StringBuilder::new();
-        if a.data_type().is_integer() {
-            let ints = cast(a, &DataType::Int64)?;
-            for v in ints.as_primitive::<Int64Type>().iter() {
-                out.append_option(v.map(|v| format!("{:X}", v as u64)));
-            }
-        } else {
-            let texts = mysql_text(a)?;
-            for v in texts.as_string::<i32>().iter() {
-                out.append_option(
-                    v.map(|v| v.bytes().map(|b| format!("{b:02X}")).collect::<String>()),
-                );
-            }
+fn hex(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let (constant, arrays) = super::constant_or_arrays(&args)?;
+    let a = &arrays[0];
+    let mut out = StringBuilder::new();
+    if a.data_type().is_integer() {
+        let ints = cast(a, &DataType::Int64)?;
+        for v in ints.as_primitive::<Int64Type>().iter() {
+            out.append_option(v.map(|v| format!("{:X}", v as u64)));
         }
-        super::constant_or_array(constant, Arc::new(out.finish()))
+    } else {
+        let texts = mysql_text(a)?;
+        for v in texts.as_string::<i32>().iter() {
+            out.append_option(v.map(|v| v.bytes().map(|b| format!("{b:02X}")).collect::<String>()));
+        }
     }
+    super::constant_or_array(constant, Arc::new(out.finish()))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Miscellaneous MySQL functions: `if`, MySQL spellings (`ucase`, `lcase`),
 //! and per-session constants such as `database()` and `connection_id()`.
 
+use super::fixed::Fixed;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, BooleanArray};
@@ -23,8 +24,9 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
             inner: datafusion::functions::core::coalesce(),
             aliases: vec!["ifnull".into(), "nvl".into()],
         })),
-        Arc::new(ScalarUDF::from(LocateFn {
-            signature: Signature::one_of(
+        Fixed::udf(
+            "locate",
+            Signature::one_of(
                 vec![
                     datafusion::logical_expr::TypeSignature::Exact(vec![
                         DataType::Utf8,
@@ -38,7 +40,9 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
                 ],
                 Volatility::Immutable,
             ),
-        })),
+            DataType::Int64,
+            locate_udf,
+        ),
         Arc::new(upper.as_ref().clone().with_aliases(["ucase"])),
         Arc::new(lower.as_ref().clone().with_aliases(["lcase"])),
     ]
@@ -182,9 +186,23 @@ impl ScalarUDFImpl for Coalesce {
 /// `locate(substr, str[, pos])`: the 1-based character position of the
 /// first `substr` in `str` at or after `pos`, 0 when there is none (MySQL's
 /// and Doris'; MariaDB Connector/J's `getColumns` calls it).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct LocateFn {
-    signature: Signature,
+fn locate_udf(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    let arrays = super::arrays(&args)?;
+    let (needle, hay) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
+    let pos = arrays
+        .get(2)
+        .map(|p| p.as_primitive::<arrow::datatypes::Int64Type>());
+    let out: arrow::array::Int64Array = (0..n)
+        .map(|i| {
+            if needle.is_null(i) || hay.is_null(i) || pos.is_some_and(|p| p.is_null(i)) {
+                return None;
+            }
+            let p = pos.map_or(1, |p| p.value(i));
+            Some(locate(needle.value(i), hay.value(i), p))
+        })
+        .collect();
+    Ok(ColumnarValue::Array(Arc::new(out)))
 }
 
 /// [`LocateFn`] on one row.
@@ -200,36 +218,6 @@ fn locate(needle: &str, hay: &str, pos: i64) -> i64 {
     match hay[start..].find(needle) {
         Some(b) => pos + hay[start..start + b].chars().count() as i64,
         None => 0,
-    }
-}
-
-impl ScalarUDFImpl for LocateFn {
-    fn name(&self) -> &str {
-        "locate"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Int64)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = super::arrays(&args)?;
-        let (needle, hay) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
-        let pos = arrays
-            .get(2)
-            .map(|p| p.as_primitive::<arrow::datatypes::Int64Type>());
-        let out: arrow::array::Int64Array = (0..n)
-            .map(|i| {
-                if needle.is_null(i) || hay.is_null(i) || pos.is_some_and(|p| p.is_null(i)) {
-                    return None;
-                }
-                let p = pos.map_or(1, |p| p.value(i));
-                Some(locate(needle.value(i), hay.value(i), p))
-            })
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out)))
     }
 }
 

@@ -11,6 +11,7 @@ mod collected;
 mod date_arith;
 mod datetime;
 mod encoding;
+mod fixed;
 pub mod hll;
 mod math;
 mod misc;

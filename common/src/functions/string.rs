@@ -18,6 +18,7 @@ use datafusion::logical_expr::{
     Volatility,
 };
 
+use super::fixed::Fixed;
 use super::text::{TextFn, int_arg, mysql_text};
 
 pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
@@ -25,19 +26,28 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     let octets = datafusion::functions::string::octet_length();
     vec![
         Arc::new(octets.as_ref().clone().with_aliases(["length"])),
-        Arc::new(ScalarUDF::from(Concat {
-            signature: Signature::variadic_any(Volatility::Immutable),
-        })),
-        Arc::new(ScalarUDF::from(SplitPart {
-            signature: Signature::exact(
+        Fixed::udf(
+            "concat",
+            Signature::variadic_any(Volatility::Immutable),
+            DataType::Utf8,
+            concat,
+        ),
+        Fixed::udf(
+            "split_part",
+            Signature::exact(
                 vec![DataType::Utf8, DataType::Utf8, DataType::Int64],
                 Volatility::Immutable,
             ),
-        })),
+            DataType::Utf8,
+            split_part_udf,
+        ),
         substring_udf(),
-        Arc::new(ScalarUDF::from(CharFn {
-            signature: Signature::variadic(vec![DataType::Int64], Volatility::Immutable),
-        })),
+        Fixed::udf(
+            "char",
+            Signature::variadic(vec![DataType::Int64], Volatility::Immutable),
+            DataType::Utf8,
+            char_fn,
+        ),
         TextFn::udf("mask", 1, 4, |a| {
             let pick = |i: usize, d: u8| a.get(i).map_or(d, |s| s.bytes().next().unwrap_or(d));
             let (upper, lower, digit) = (pick(1, b'X'), pick(2, b'x'), pick(3, b'n'));
@@ -72,12 +82,12 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
             inner: datafusion::functions::string::concat_ws(),
             join: datafusion::functions_nested::string::array_to_string_udf(),
         })),
-        Arc::new(ScalarUDF::from(SplitByString {
-            signature: Signature::exact(
-                vec![DataType::Utf8, DataType::Utf8],
-                Volatility::Immutable,
-            ),
-        })),
+        Fixed::udf(
+            "split_by_string",
+            Signature::exact(vec![DataType::Utf8, DataType::Utf8], Volatility::Immutable),
+            DataType::new_list(DataType::Utf8, true),
+            split_by_string,
+        ),
     ]
 }
 
@@ -252,97 +262,76 @@ impl ScalarUDFImpl for ConcatWs {
 
 /// Doris' `split_by_string(s, separator)`: the pieces as an ARRAY (an
 /// empty separator splits into characters; an empty string is `[]`).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct SplitByString {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for SplitByString {
-    fn name(&self) -> &str {
-        "split_by_string"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::new_list(DataType::Utf8, true))
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = super::arrays(&args)?;
-        let (s, sep) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
-        let mut b = arrow::array::ListBuilder::new(arrow::array::StringBuilder::new());
-        for i in 0..n {
-            if s.is_null(i) || sep.is_null(i) {
-                b.append_null();
-                continue;
-            }
-            let (text, by) = (s.value(i), sep.value(i));
-            if text.is_empty() {
-            } else if by.is_empty() {
-                let mut buf = [0u8; 4];
-                for c in text.chars() {
-                    b.values().append_value(c.encode_utf8(&mut buf));
-                }
-            } else {
-                for piece in text.split(by) {
-                    b.values().append_value(piece);
-                }
-            }
-            b.append(true);
+fn split_by_string(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    let arrays = super::arrays(&args)?;
+    let (s, sep) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
+    let mut b = arrow::array::ListBuilder::new(arrow::array::StringBuilder::new());
+    for i in 0..n {
+        if s.is_null(i) || sep.is_null(i) {
+            b.append_null();
+            continue;
         }
-        Ok(ColumnarValue::Array(Arc::new(b.finish())))
+        let (text, by) = (s.value(i), sep.value(i));
+        if text.is_empty() {
+        } else if by.is_empty() {
+            let mut buf = [0u8; 4];
+            for c in text.chars() {
+                b.values().append_value(c.encode_utf8(&mut buf));
+            }
+        } else {
+            for piece in text.split(by) {
+                b.values().append_value(piece);
+            }
+        }
+        b.append(true);
     }
+    Ok(ColumnarValue::Array(Arc::new(b.finish())))
 }
 
 /// MySQL's `concat(a, ...)`: NULL when any argument is NULL (DataFusion's
 /// skips NULLs: `concat('a', NULL, 'c')` was `'ac'`).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Concat {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for Concat {
-    fn name(&self) -> &str {
-        "concat"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        // Datetimes as MySQL shows them (a space, not ISO's `T`).
-        let texts = super::arrays(&args)?
-            .iter()
-            .map(mysql_text)
-            .collect::<Result<Vec<_>>>()?;
-        let parts: Vec<_> = texts.iter().map(|a| a.as_string::<i32>()).collect();
-        let mut b = arrow::array::StringBuilder::with_capacity(n, n * 8 * parts.len().max(1));
-        let mut row = String::new();
-        for i in 0..n {
-            if parts.iter().any(|p| p.is_null(i)) {
-                b.append_null();
-                continue;
-            }
-            row.clear();
-            for p in &parts {
-                row.push_str(p.value(i));
-            }
-            b.append_value(&row);
+fn concat(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    // Datetimes as MySQL shows them (a space, not ISO's `T`).
+    let texts = super::arrays(&args)?
+        .iter()
+        .map(mysql_text)
+        .collect::<Result<Vec<_>>>()?;
+    let parts: Vec<_> = texts.iter().map(|a| a.as_string::<i32>()).collect();
+    let mut b = arrow::array::StringBuilder::with_capacity(n, n * 8 * parts.len().max(1));
+    let mut row = String::new();
+    for i in 0..n {
+        if parts.iter().any(|p| p.is_null(i)) {
+            b.append_null();
+            continue;
         }
-        Ok(ColumnarValue::Array(Arc::new(b.finish())))
+        row.clear();
+        for p in &parts {
+            row.push_str(p.value(i));
+        }
+        b.append_value(&row);
     }
+    Ok(ColumnarValue::Array(Arc::new(b.finish())))
 }
 
 /// Doris' `split_part(s, delimiter, field)`: the field-th piece, counted
 /// from the end when negative; NULL when there is no such piece (or the
 /// delimiter is empty), where DataFusion's returned `''`.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct SplitPart {
-    signature: Signature,
+fn split_part_udf(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    let arrays = super::arrays(&args)?;
+    let (s, d) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
+    let f = arrays[2].as_primitive::<Int64Type>();
+    let out: StringArray = (0..n)
+        .map(|i| {
+            if s.is_null(i) || d.is_null(i) || f.is_null(i) {
+                return None;
+            }
+            split_part(s.value(i), d.value(i), f.value(i))
+        })
+        .collect();
+    Ok(ColumnarValue::Array(Arc::new(out)))
 }
 
 /// [`SplitPart`] on one row.
@@ -357,39 +346,28 @@ pub fn split_part<'a>(s: &'a str, delim: &str, field: i64) -> Option<&'a str> {
     }
 }
 
-impl ScalarUDFImpl for SplitPart {
-    fn name(&self) -> &str {
-        "split_part"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = super::arrays(&args)?;
-        let (s, d) = (arrays[0].as_string::<i32>(), arrays[1].as_string::<i32>());
-        let f = arrays[2].as_primitive::<Int64Type>();
-        let out: StringArray = (0..n)
-            .map(|i| {
-                if s.is_null(i) || d.is_null(i) || f.is_null(i) {
-                    return None;
-                }
-                split_part(s.value(i), d.value(i), f.value(i))
-            })
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    }
-}
-
 /// MySQL's `char(n, ...)`: the string of the bytes of each integer
 /// (`CHAR(39)` is `'`; MariaDB Connector/ODBC's `SQLColumns` quotes
 /// defaults with it); NULL arguments are skipped.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CharFn {
-    signature: Signature,
+fn char_fn(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    let arrays = super::arrays(&args)?;
+    let ints: Vec<_> = arrays
+        .iter()
+        .map(|a| a.as_primitive::<Int64Type>())
+        .collect();
+    let out: StringArray = (0..n)
+        .map(|i| {
+            let mut bytes = Vec::new();
+            for a in &ints {
+                if !a.is_null(i) {
+                    char_bytes(a.value(i), &mut bytes);
+                }
+            }
+            Some(String::from_utf8_lossy(&bytes).into_owned())
+        })
+        .collect();
+    Ok(ColumnarValue::Array(Arc::new(out)))
 }
 
 /// The bytes of `n`, most significant first, without leading zeros.
@@ -397,38 +375,6 @@ fn char_bytes(n: i64, out: &mut Vec<u8>) {
     let b = (n as u32).to_be_bytes();
     let first = b.iter().position(|x| *x != 0).unwrap_or(3);
     out.extend_from_slice(&b[first..]);
-}
-
-impl ScalarUDFImpl for CharFn {
-    fn name(&self) -> &str {
-        "char"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = super::arrays(&args)?;
-        let ints: Vec<_> = arrays
-            .iter()
-            .map(|a| a.as_primitive::<Int64Type>())
-            .collect();
-        let out: StringArray = (0..n)
-            .map(|i| {
-                let mut bytes = Vec::new();
-                for a in &ints {
-                    if !a.is_null(i) {
-                        char_bytes(a.value(i), &mut bytes);
-                    }
-                }
-                Some(String::from_utf8_lossy(&bytes).into_owned())
-            })
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    }
 }
 
 /// MySQL's `substring`; the FE plans `SUBSTRING(s FROM p FOR n)` with it.

@@ -7,6 +7,7 @@
 //! SELECT regexp_extract(url, '//([^/]+)/', 1), mask(phone), money_format(amount) FROM visits
 //! ```
 
+use super::fixed::Fixed;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
@@ -128,35 +129,22 @@ impl ScalarUDFImpl for TextFn {
 pub const CAST_TO_TEXT: &str = "tethys_text";
 
 pub(super) fn cast_to_text_udf() -> Arc<ScalarUDF> {
-    Arc::new(ScalarUDF::from(CastToText {
-        signature: Signature::any(1, Volatility::Immutable),
-    }))
+    Fixed::udf(
+        CAST_TO_TEXT,
+        Signature::any(1, Volatility::Immutable),
+        DataType::Utf8,
+        tethys_text,
+    )
 }
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct CastToText {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for CastToText {
-    fn name(&self) -> &str {
-        CAST_TO_TEXT
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        Ok(match &args.args[0] {
-            ColumnarValue::Scalar(v) => ColumnarValue::Scalar(ScalarValue::try_from_array(
-                &mysql_text(&v.to_array_of_size(1)?)?,
-                0,
-            )?),
-            ColumnarValue::Array(a) => ColumnarValue::Array(mysql_text(a)?),
-        })
-    }
+fn tethys_text(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    Ok(match &args.args[0] {
+        ColumnarValue::Scalar(v) => ColumnarValue::Scalar(ScalarValue::try_from_array(
+            &mysql_text(&v.to_array_of_size(1)?)?,
+            0,
+        )?),
+        ColumnarValue::Array(a) => ColumnarValue::Array(mysql_text(a)?),
+    })
 }
 
 /// An integer argument; a text that is not one is an error naming the function.
