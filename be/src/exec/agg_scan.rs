@@ -165,13 +165,13 @@ struct AggRun {
 impl AggRun {
     /// Adds the rows of `tablet_id` visible at `version`.
     async fn tablet(&mut self, tablet_id: i64, version: i64) -> Result<()> {
-        let tablet = self.engine.tablet(tablet_id)?;
         // Keeps the tablet's files from compaction's sweep meanwhile.
-        let _lease = tablet.lease();
-        let segments = with_delete_filters(&tablet, version, self.scan.table_schema())?;
+        let snapshot = self.engine.snapshot(tablet_id, version)?;
+        let segments = with_delete_filters(&snapshot, self.scan.table_schema())?;
         for s in segments {
-            let seg =
-                Segment::open_cached(&s.path, self.scan.table_schema(), &self.engine.footers)?;
+            let seg = self
+                .engine
+                .open_segment(&s.path, self.scan.table_schema())?;
             let rows = seg.footer().num_rows;
             if rows == 0 {
                 continue;

@@ -27,7 +27,7 @@ use tethys_common::schema::TableSchema;
 
 use super::segment_scan::{Counters, ScanInputs, ScanState, SegmentToScan, with_delete_filters};
 use crate::storage::StorageEngine;
-use crate::storage::read::{BatchSource, KeyMerger, ReadLease, merge_spec_of};
+use crate::storage::read::{BatchSource, KeyMerger, TabletSnapshot, merge_spec_of};
 
 /// How one tablet is read: merged, or as its single segment.
 enum Reader {
@@ -55,7 +55,7 @@ pub(super) struct MergeScan {
     rows_in: Arc<AtomicUsize>,
     rows_merged: usize,
     tablets: VecDeque<(i64, i64)>,
-    current: Option<(Reader, ReadLease)>,
+    current: Option<(Reader, TabletSnapshot)>,
     batch_size: usize,
 }
 
@@ -157,9 +157,8 @@ impl MergeScan {
         let Some((tablet_id, version)) = self.tablets.pop_front() else {
             return Ok(false);
         };
-        let tablet = self.engine.tablet(tablet_id)?;
-        let lease = tablet.lease();
-        let sources = with_delete_filters(&tablet, version, &self.table_schema)?
+        let snapshot = self.engine.snapshot(tablet_id, version)?;
+        let sources = with_delete_filters(&snapshot, &self.table_schema)?
             .into_iter()
             .map(|seg| self.source(tablet_id, seg))
             .collect::<Result<Vec<_>>>()?;
@@ -178,7 +177,7 @@ impl MergeScan {
                 self.batch_size,
             )?)
         };
-        self.current = Some((reader, lease));
+        self.current = Some((reader, snapshot));
         Ok(true)
     }
 

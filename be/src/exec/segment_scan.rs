@@ -27,7 +27,7 @@ use super::key_range::KeyBounds;
 use super::predicate::{PageRows, ScanPredicate};
 use crate::storage::StorageEngine;
 use crate::storage::read::{
-    PageReader, PageValues, ReadLease, Segment, ZoneStats, page_bloom_may_contain,
+    PageReader, PageValues, Segment, TabletSnapshot, ZoneStats, page_bloom_may_contain,
 };
 
 /// What reading a scan's segments needs of the scan.
@@ -163,7 +163,7 @@ pub(super) struct ScanState {
     pub(super) segments: VecDeque<SegmentToScan>,
     pub(super) tablet_id: i64,
     /// Keeps the files of the tablet being read from compaction's sweep.
-    lease: Option<ReadLease>,
+    snapshot: Option<TabletSnapshot>,
     segment: Option<SegmentScan>,
     /// Gathers the few rows left of selective pages into full batches.
     coalescer: BatchCoalescer,
@@ -210,7 +210,7 @@ impl ScanState {
             tablets: VecDeque::new(),
             segments: VecDeque::new(),
             tablet_id: 0,
-            lease: None,
+            snapshot: None,
             segment: None,
             coalescer: BatchCoalescer::new(schema, batch_size),
             ready: VecDeque::new(),
@@ -267,9 +267,9 @@ impl ScanState {
             let Some((tablet_id, version)) = self.tablets.pop_front() else {
                 return Ok(false);
             };
-            let tablet = self.engine.tablet(tablet_id)?;
-            self.lease = Some(tablet.lease());
-            self.segments = with_delete_filters(&tablet, version, &self.table_schema)?.into();
+            let snapshot = self.engine.snapshot(tablet_id, version)?;
+            self.segments = with_delete_filters(&snapshot, &self.table_schema)?.into();
+            self.snapshot = Some(snapshot);
             self.tablet_id = tablet_id;
         }
         let Some(SegmentToScan {
@@ -280,7 +280,7 @@ impl ScanState {
         else {
             return Ok(false);
         };
-        let seg = Segment::open_cached(&path, &self.table_schema, &self.engine.footers)?;
+        let seg = self.engine.open_segment(&path, &self.table_schema)?;
         let pages = seg.num_pages();
         let all_rows = seg.footer().num_rows as usize;
         // A segment whose every row is superseded (or deletes keys) is not read.
@@ -554,22 +554,21 @@ impl ScanState {
     }
 }
 
-/// The segments a read of `tablet` at `version` scans, each with the filter
-/// of the DELETEs published after its rowset and its superseded rows.
+/// The segments a read of a tablet snapshot scans, each with the filter of
+/// the DELETEs published after its rowset and its superseded rows.
 pub(super) fn with_delete_filters(
-    tablet: &crate::storage::Tablet,
-    version: i64,
+    snapshot: &TabletSnapshot,
     schema: &TableSchema,
 ) -> tethys_common::Result<Vec<SegmentToScan>> {
     let mut out = vec![];
-    for (files, deletes) in tablet.read_plan(version)? {
+    for (files, deletes) in &snapshot.rowsets {
         let refs: Vec<&[tethys_common::delete::DeleteCondition]> =
             deletes.iter().map(|d| d.as_slice()).collect();
         let filter = DeleteFilter::new(&refs, schema)?.map(Arc::new);
-        out.extend(files.into_iter().map(|f| SegmentToScan {
-            path: f.path,
+        out.extend(files.iter().map(|f| SegmentToScan {
+            path: f.path.clone(),
             deletes: filter.clone(),
-            deleted_rows: f.deleted_rows,
+            deleted_rows: f.deleted_rows.clone(),
         }));
     }
     Ok(out)

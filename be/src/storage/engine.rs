@@ -26,9 +26,9 @@ pub struct StorageEngine {
     boot_ms: u64,
     max_tablet_versions: usize,
     /// Parsed segment footers, shared by scans.
-    pub footers: super::segment::FooterCache,
+    pub(super) footers: super::segment::FooterCache,
     /// Decoded pages, shared by scans.
-    pub pages: super::page_cache::PageCache,
+    pub(super) pages: super::page_cache::PageCache,
     /// Key indexes of merge-on-write segments, shared by the tablets.
     key_indexes: Arc<KeyIndexCache>,
     /// Background compaction settings.

@@ -4,11 +4,13 @@
 //! SELECT sum(price) FROM orders WHERE id BETWEEN 10 AND 20 AND city = 'Oslo'
 //! ```
 //!
-//! 1. **Snapshot** a tablet at a version ([`StorageEngine::read_lease`]): the
-//!    segments of its visible rowsets, kept on disk until the lease drops,
-//!    with the DELETE predicates published after each rowset and the rows
-//!    later loads superseded ([`ReadLease`]); for a merge-on-read table, how
-//!    its rowsets merge ([`merge_spec_of`], [`KeyMerger`]).
+//! 1. **Snapshot** a tablet at a version ([`StorageEngine::snapshot`]): the
+//!    segments of its visible rowsets, kept on disk until the snapshot
+//!    drops, with the DELETE predicates published after each rowset and the
+//!    rows later loads superseded ([`TabletSnapshot`]); open its segments
+//!    through the footer cache ([`StorageEngine::open_segment`]); for a
+//!    merge-on-read table, how its rowsets merge ([`merge_spec_of`],
+//!    [`KeyMerger`]).
 //! 2. **Prune** with each segment's metadata: the short-key index narrows a
 //!    key range to rows ([`encode_bound`]), zone maps rule out pages
 //!    ([`ZoneMap`], [`ZoneStats`]) and page bloom filters rule out pages for
@@ -19,21 +21,53 @@
 //! The modules behind this API (segment layout, encodings, the cache, the
 //! tablet's metadata) are private to `storage/`.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
 use arrow::datatypes::DataType;
 use tethys_common::Result;
+use tethys_common::schema::TableSchema;
 
 pub use super::bloom::{bloom_keys, page_bloom_may_contain};
 pub use super::merge::{BatchSource, KeyMerger};
 pub use super::segment::Segment;
 pub use super::short_key::{PrefixField, encode_bound, prefix_fields};
-pub use super::tablet::{ReadLease, merge_spec_of};
+pub use super::tablet::{DeletePredicate, SegmentRead, merge_spec_of};
+
+use super::tablet::ReadLease;
 pub use super::zone_map::{ZoneMap, ZoneStats, ZoneValue, pick_bound, to_scalar};
 
 use super::StorageEngine;
 use super::page_cache::{CachedPage, PageCache, PageKey};
+
+/// A tablet read at one version: its visible rowsets, oldest first, each
+/// as its segments (with the rows later loads superseded) and the DELETE
+/// predicates published after it. The tablet's files stay on disk, whatever
+/// compaction does meanwhile, until the snapshot drops.
+pub struct TabletSnapshot {
+    pub rowsets: Vec<(Vec<SegmentRead>, Vec<DeletePredicate>)>,
+    _lease: ReadLease,
+}
+
+impl StorageEngine {
+    /// Snapshots tablet `tablet_id` at `version` for reading.
+    pub fn snapshot(&self, tablet_id: i64, version: i64) -> Result<TabletSnapshot> {
+        let tablet = self.tablet(tablet_id)?;
+        // The lease first: files listed after it are kept from the sweep.
+        let lease = tablet.lease();
+        Ok(TabletSnapshot {
+            rowsets: tablet.read_plan(version)?,
+            _lease: lease,
+        })
+    }
+
+    /// Opens a segment file of a snapshot, its footer through the footer
+    /// cache.
+    pub fn open_segment(&self, path: &Path, schema: &TableSchema) -> Result<Segment> {
+        Segment::open_cached(path, schema, &self.footers)
+    }
+}
 
 /// What reading pages cost, for a scan's counters.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
