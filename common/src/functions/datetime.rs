@@ -12,8 +12,7 @@ use chrono::{DateTime, Datelike, NaiveDateTime, Timelike, Utc};
 use datafusion::common::{ScalarValue, exec_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
-    Volatility,
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, Signature, TypeSignature, Volatility,
 };
 
 use super::fixed::Fixed;
@@ -21,22 +20,17 @@ use super::timezone::{from_local, parse_tz, to_local};
 use super::week::{FIRST_WEEKDAY, MONDAY_FIRST, WEEK_YEAR};
 
 pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
-    let mut v: Vec<Arc<ScalarUDF>> = [
-        ("year", DatePart::Year),
-        ("month", DatePart::Month),
-        ("day", DatePart::Day),
-        ("dayofmonth", DatePart::Day),
-        ("hour", DatePart::Hour),
-        ("minute", DatePart::Minute),
-        ("second", DatePart::Second),
-        ("quarter", DatePart::Quarter),
-        ("dayofweek", DatePart::DayOfWeekSunday1),
-        ("dayofyear", DatePart::DayOfYear),
-        ("weekofyear", DatePart::WeekISO),
-    ]
-    .into_iter()
-    .map(|(name, part)| Arc::new(ScalarUDF::from(DatePartFn::new(name, part))))
-    .collect();
+    let mut v: Vec<Arc<ScalarUDF>> = DATE_PARTS
+        .iter()
+        .map(|(name, _)| {
+            Fixed::udf(
+                name,
+                Signature::any(1, Volatility::Immutable),
+                DataType::Int32,
+                date_part_fn,
+            )
+        })
+        .collect();
     v.push(Fixed::udf(
         "date_format",
         Signature::any(2, Volatility::Immutable),
@@ -96,56 +90,30 @@ fn session_tz(args: &ScalarFunctionArgs) -> Result<arrow::array::timezone::Tz> {
     parse_tz(&name).map_err(|e| datafusion::error::DataFusionError::Execution(e.to_string()))
 }
 
+/// The calendar field each of `year(x)`, `month(x)`, ... reads.
+const DATE_PARTS: [(&str, DatePart); 11] = [
+    ("year", DatePart::Year),
+    ("month", DatePart::Month),
+    ("day", DatePart::Day),
+    ("dayofmonth", DatePart::Day),
+    ("hour", DatePart::Hour),
+    ("minute", DatePart::Minute),
+    ("second", DatePart::Second),
+    ("quarter", DatePart::Quarter),
+    ("dayofweek", DatePart::DayOfWeekSunday1),
+    ("dayofyear", DatePart::DayOfYear),
+    ("weekofyear", DatePart::WeekISO),
+];
+
 /// `year(x)`, `month(x)`, ...: one calendar field of a date or datetime.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct DatePartFn {
-    name: &'static str,
-    part: String,
-    signature: Signature,
-}
-
-impl DatePartFn {
-    fn new(name: &'static str, part: DatePart) -> Self {
-        DatePartFn {
-            name,
-            part: format!("{part:?}"),
-            signature: Signature::any(1, Volatility::Immutable),
-        }
-    }
-
-    fn part(&self) -> DatePart {
-        match self.part.as_str() {
-            "Year" => DatePart::Year,
-            "Month" => DatePart::Month,
-            "Day" => DatePart::Day,
-            "Hour" => DatePart::Hour,
-            "Minute" => DatePart::Minute,
-            "Second" => DatePart::Second,
-            "Quarter" => DatePart::Quarter,
-            "DayOfWeekSunday1" => DatePart::DayOfWeekSunday1,
-            "DayOfYear" => DatePart::DayOfYear,
-            _ => DatePart::WeekISO,
-        }
-    }
-}
-
-impl ScalarUDFImpl for DatePartFn {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Int32)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arr = args.args[0].to_array(n)?;
-        let ts = to_micros(&arr)?;
-        let out = date_part(ts.as_ref(), self.part())?;
-        Ok(ColumnarValue::Array(cast(&out, &DataType::Int32)?))
-    }
+fn date_part_fn(name: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let Some(&(_, part)) = DATE_PARTS.iter().find(|(n, _)| *n == name) else {
+        return exec_err!("{name} is not a calendar field");
+    };
+    let n = args.number_rows;
+    let ts = to_micros(&args.args[0].to_array(n)?)?;
+    let out = date_part(ts.as_ref(), part)?;
+    Ok(ColumnarValue::Array(cast(&out, &DataType::Int32)?))
 }
 
 /// `date_format(datetime, format)` with MySQL format specifiers.

@@ -15,16 +15,32 @@ use arrow::datatypes::{DataType, TimeUnit, TimestampMicrosecondType};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use datafusion::error::Result;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, Signature, Volatility,
 };
 
+use super::fixed::Fixed;
 use super::timezone::{from_local, parse_tz, to_local};
 
 pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     vec![
-        Arc::new(ScalarUDF::from(TimeFn::new("convert_tz", 3))),
-        Arc::new(ScalarUDF::from(TimeFn::new("timediff", 2))),
-        Arc::new(ScalarUDF::from(TimeFn::new("time_format", 2))),
+        Fixed::udf(
+            "convert_tz",
+            Signature::any(3, Volatility::Immutable),
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+            time_fn,
+        ),
+        Fixed::udf(
+            "timediff",
+            Signature::any(2, Volatility::Immutable),
+            DataType::Utf8,
+            time_fn,
+        ),
+        Fixed::udf(
+            "time_format",
+            Signature::any(2, Volatility::Immutable),
+            DataType::Utf8,
+            time_fn,
+        ),
     ]
 }
 
@@ -118,86 +134,57 @@ pub fn time_format(time: &str, fmt: &str) -> Option<String> {
     Some(out)
 }
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct TimeFn {
-    name: &'static str,
-    signature: Signature,
-}
-
-impl TimeFn {
-    fn new(name: &'static str, args: usize) -> Self {
-        TimeFn {
-            name,
-            signature: Signature::any(args, Volatility::Immutable),
+/// `convert_tz(dt, from, to)`, `timediff(a, b)` and `time_format(t, f)`.
+fn time_fn(name: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    let arrays = super::arrays(&args)?;
+    let text = |i: usize| cast(&arrays[i], &DataType::Utf8);
+    let out: ArrayRef = match name {
+        // convert_tz(dt, from, to): NULL for a zone it does not know, as in MySQL.
+        "convert_tz" => {
+            let dt = wall_clock(&arrays[0])?;
+            let (from, to) = (text(1)?, text(2)?);
+            let (from, to) = (from.as_string::<i32>(), to.as_string::<i32>());
+            Arc::new(
+                (0..n)
+                    .map(|i| {
+                        if from.is_null(i) || to.is_null(i) {
+                            return None;
+                        }
+                        let (f, t) = (parse_tz(from.value(i)).ok()?, parse_tz(to.value(i)).ok()?);
+                        let utc = from_local(dt[i]?, &f)?;
+                        Some(to_local(utc, &t).and_utc().timestamp_micros())
+                    })
+                    .collect::<TimestampMicrosecondArray>(),
+            )
         }
-    }
-}
-
-impl ScalarUDFImpl for TimeFn {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(match self.name {
-            "convert_tz" => DataType::Timestamp(TimeUnit::Microsecond, None),
-            _ => DataType::Utf8,
-        })
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = super::arrays(&args)?;
-        let text = |i: usize| cast(&arrays[i], &DataType::Utf8);
-        let out: ArrayRef = match self.name {
-            // convert_tz(dt, from, to): NULL for a zone it does not know, as in MySQL.
-            "convert_tz" => {
-                let dt = wall_clock(&arrays[0])?;
-                let (from, to) = (text(1)?, text(2)?);
-                let (from, to) = (from.as_string::<i32>(), to.as_string::<i32>());
-                Arc::new(
-                    (0..n)
-                        .map(|i| {
-                            if from.is_null(i) || to.is_null(i) {
-                                return None;
-                            }
-                            let (f, t) =
-                                (parse_tz(from.value(i)).ok()?, parse_tz(to.value(i)).ok()?);
-                            let utc = from_local(dt[i]?, &f)?;
-                            Some(to_local(utc, &t).and_utc().timestamp_micros())
-                        })
-                        .collect::<TimestampMicrosecondArray>(),
-                )
-            }
-            "timediff" => {
-                let (a, b) = (wall_clock(&arrays[0])?, wall_clock(&arrays[1])?);
-                Arc::new(
-                    (0..n)
-                        .map(|i| {
-                            let d = a[i]? - b[i]?;
-                            Some(time_text(d.num_microseconds()?))
-                        })
-                        .collect::<StringArray>(),
-                )
-            }
-            _ => {
-                let (t, f) = (text(0)?, text(1)?);
-                let (t, f) = (t.as_string::<i32>(), f.as_string::<i32>());
-                Arc::new(
-                    (0..n)
-                        .map(|i| {
-                            if t.is_null(i) || f.is_null(i) {
-                                return None;
-                            }
-                            time_format(t.value(i), f.value(i))
-                        })
-                        .collect::<StringArray>(),
-                )
-            }
-        };
-        Ok(ColumnarValue::Array(out))
-    }
+        "timediff" => {
+            let (a, b) = (wall_clock(&arrays[0])?, wall_clock(&arrays[1])?);
+            Arc::new(
+                (0..n)
+                    .map(|i| {
+                        let d = a[i]? - b[i]?;
+                        Some(time_text(d.num_microseconds()?))
+                    })
+                    .collect::<StringArray>(),
+            )
+        }
+        _ => {
+            let (t, f) = (text(0)?, text(1)?);
+            let (t, f) = (t.as_string::<i32>(), f.as_string::<i32>());
+            Arc::new(
+                (0..n)
+                    .map(|i| {
+                        if t.is_null(i) || f.is_null(i) {
+                            return None;
+                        }
+                        time_format(t.value(i), f.value(i))
+                    })
+                    .collect::<StringArray>(),
+            )
+        }
+    };
+    Ok(ColumnarValue::Array(out))
 }
 
 #[cfg(test)]

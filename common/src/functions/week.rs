@@ -12,9 +12,10 @@ use arrow::datatypes::{DataType, Date32Type, Int64Type};
 use chrono::{Datelike, NaiveDate};
 use datafusion::error::Result;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
-    Volatility,
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, Signature, TypeSignature, Volatility,
 };
+
+use super::fixed::Fixed;
 
 pub const MONDAY_FIRST: u32 = 1;
 pub const WEEK_YEAR: u32 = 2;
@@ -82,61 +83,46 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     ["week", "yearweek"]
         .into_iter()
         .map(|name| {
-            Arc::new(ScalarUDF::from(WeekFn {
+            Fixed::udf(
                 name,
-                signature: Signature::one_of(
+                Signature::one_of(
                     vec![TypeSignature::Any(1), TypeSignature::Any(2)],
                     Volatility::Immutable,
                 ),
-            }))
+                DataType::Int32,
+                week_fn,
+            )
         })
         .collect()
 }
 
 /// `week(d[, mode])` and `yearweek(d[, mode])` (mode 0 by default).
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct WeekFn {
-    name: &'static str,
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for WeekFn {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Int32)
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let n = args.number_rows;
-        let arrays = super::arrays(&args)?;
-        let dates = cast(&arrays[0], &DataType::Date32)?;
-        let dates = dates.as_primitive::<Date32Type>();
-        let modes: Option<ArrayRef> = match arrays.get(1) {
-            Some(m) => Some(cast(m, &DataType::Int64)?),
-            None => None,
-        };
-        let modes = modes.as_ref().map(|m| m.as_primitive::<Int64Type>());
-        let out: Int32Array = (0..n)
-            .map(|i| {
-                if dates.is_null(i) || modes.is_some_and(|m| m.is_null(i)) {
-                    return None;
-                }
-                let d = dates.value_as_date(i)?;
-                let mode = modes.map_or(0, |m| m.value(i));
-                Some(if self.name == "week" {
-                    calc_week(d, week_mode(mode)).1 as i32
-                } else {
-                    let (y, w) = calc_week(d, week_mode(mode) | WEEK_YEAR);
-                    y * 100 + w as i32
-                })
+fn week_fn(name: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let n = args.number_rows;
+    let arrays = super::arrays(&args)?;
+    let dates = cast(&arrays[0], &DataType::Date32)?;
+    let dates = dates.as_primitive::<Date32Type>();
+    let modes: Option<ArrayRef> = match arrays.get(1) {
+        Some(m) => Some(cast(m, &DataType::Int64)?),
+        None => None,
+    };
+    let modes = modes.as_ref().map(|m| m.as_primitive::<Int64Type>());
+    let out: Int32Array = (0..n)
+        .map(|i| {
+            if dates.is_null(i) || modes.is_some_and(|m| m.is_null(i)) {
+                return None;
+            }
+            let d = dates.value_as_date(i)?;
+            let mode = modes.map_or(0, |m| m.value(i));
+            Some(if name == "week" {
+                calc_week(d, week_mode(mode)).1 as i32
+            } else {
+                let (y, w) = calc_week(d, week_mode(mode) | WEEK_YEAR);
+                y * 100 + w as i32
             })
-            .collect();
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    }
+        })
+        .collect();
+    Ok(ColumnarValue::Array(Arc::new(out)))
 }
 
 #[cfg(test)]
