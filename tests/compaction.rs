@@ -110,13 +110,13 @@ async fn single_row_loads_with_and_without_compaction() {
         "{error}"
     );
     assert_eq!(version_count(&mut c, "cp.d").await, 200);
-    c.query_drop("ADMIN COMPACT TABLE cp.d WHERE type = 'cumulative'")
-        .await
-        .expect("admin compact");
+    tethys_sql_tests::run_all(
+        &mut c,
+        &["ADMIN COMPACT TABLE cp.d WHERE type = 'cumulative'"],
+    )
+    .await;
     assert_eq!(version_count(&mut c, "cp.d").await, 1);
-    c.query_drop("INSERT INTO cp.d VALUES (-1, -1)")
-        .await
-        .expect("load after compaction");
+    tethys_sql_tests::run_all(&mut c, &["INSERT INTO cp.d VALUES (-1, -1)"]).await;
     assert_eq!(
         count_and_sum(&mut c, "cp.d").await,
         (201, (0..200).sum::<i64>() - 1)
@@ -226,9 +226,7 @@ async fn concurrent_merge_on_write_upserts_never_show_a_key_twice() {
         .await
         .expect("rows");
     assert_eq!(rows, expected);
-    c.query_drop("ADMIN COMPACT TABLE mw.t WHERE type = 'full'")
-        .await
-        .expect("compact");
+    tethys_sql_tests::run_all(&mut c, &["ADMIN COMPACT TABLE mw.t WHERE type = 'full'"]).await;
     let rows: Vec<(i64, i64)> = c
         .query("SELECT k, v FROM mw.t ORDER BY k")
         .await

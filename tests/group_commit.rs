@@ -116,28 +116,26 @@ async fn stream_load_and_insert_merge_into_group_transactions() {
 
     // INSERT under SET group_commit.
     let mut c = f.conn().await;
-    c.query_drop("SET group_commit = async_mode")
-        .await
-        .expect("set");
-    c.query_drop("INSERT INTO gc.t VALUES ('2026-01-05', 6, 'f'), ('2026-01-06', 7, 'g')")
-        .await
-        .expect("insert");
+    tethys_sql_tests::run_all(&mut c, &["SET group_commit = async_mode"]).await;
+    tethys_sql_tests::run_all(
+        &mut c,
+        &["INSERT INTO gc.t VALUES ('2026-01-05', 6, 'f'), ('2026-01-06', 7, 'g')"],
+    )
+    .await;
     let info = c.info().to_string();
     assert!(info.contains("'status':'PREPARE'"), "{info}");
     assert!(info.contains("'label':'group_commit_"), "{info}");
     f.wait_count(8, Duration::from_secs(20)).await;
-    c.query_drop("SET group_commit = sync_mode")
-        .await
-        .expect("set");
-    c.query_drop("INSERT INTO gc.t VALUES ('2026-01-07', 8, 'h')")
-        .await
-        .expect("insert");
+    tethys_sql_tests::run_all(&mut c, &["SET group_commit = sync_mode"]).await;
+    tethys_sql_tests::run_all(&mut c, &["INSERT INTO gc.t VALUES ('2026-01-07', 8, 'h')"]).await;
     assert!(c.info().contains("'status':'VISIBLE'"), "{}", c.info());
     assert_eq!(f.count().await, 9);
     // INSERT ... SELECT is a normal load, as in Doris.
-    c.query_drop("INSERT INTO gc.t SELECT * FROM gc.t WHERE id = 8")
-        .await
-        .expect("insert select");
+    tethys_sql_tests::run_all(
+        &mut c,
+        &["INSERT INTO gc.t SELECT * FROM gc.t WHERE id = 8"],
+    )
+    .await;
     assert!(!c.info().contains("group_commit_"), "{}", c.info());
     assert_eq!(f.count().await, 10);
     let err = c

@@ -19,14 +19,16 @@ async fn column(c: &mut Conn, sql: &str, i: usize) -> Vec<String> {
 async fn enable_profile_keeps_counters_for_show_query_profile() {
     let server = TethysServer::start(&binary()).await.expect("start");
     let mut c = Conn::new(server.opts()).await.expect("connect");
-    for s in [
+    tethys_sql_tests::run_all(
+        &mut c,
+        &[
         "CREATE DATABASE prof",
         "USE prof",
         "CREATE TABLE t (id INT NOT NULL, v INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
         "INSERT INTO t VALUES (1, 10), (2, 20), (3, 30), (4, 40)",
-    ] {
-        c.query_drop(s).await.expect(s);
-    }
+        ],
+    )
+    .await;
     // Off by default: nothing is recorded.
     c.query_drop("SELECT count(*) FROM t").await.expect("q");
     assert!(
@@ -35,9 +37,7 @@ async fn enable_profile_keeps_counters_for_show_query_profile() {
             .is_empty()
     );
 
-    c.query_drop("SET enable_profile = true")
-        .await
-        .expect("set");
+    tethys_sql_tests::run_all(&mut c, &["SET enable_profile = true"]).await;
     let q = "SELECT sum(v) FROM t WHERE v > 15";
     assert_eq!(column(&mut c, q, 0).await, vec!["90"]);
     let ids = column(&mut c, "SHOW QUERY PROFILE \"/\"", 0).await;

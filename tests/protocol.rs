@@ -114,9 +114,7 @@ async fn authentication_and_init_db() {
     assert!(err.to_string().contains("Access denied"), "{err}");
     // COM_INIT_DB through the driver.
     c.reset().await.ok();
-    c.query_drop("USE information_schema")
-        .await
-        .expect("use information_schema");
+    tethys_sql_tests::run_all(&mut c, &["USE information_schema"]).await;
     let tables: Vec<String> = c
         .query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'p'")
         .await
@@ -278,9 +276,7 @@ async fn crash_during_insert_leaves_nothing_behind() {
         "its pending rowsets were discarded"
     );
     // The same table still loads.
-    c.query_drop("INSERT INTO t (k) VALUES (100)")
-        .await
-        .expect("insert after crash");
+    tethys_sql_tests::run_all(&mut c, &["INSERT INTO t (k) VALUES (100)"]).await;
     let n: Option<i64> = c
         .query_first("SELECT count(*) FROM t")
         .await

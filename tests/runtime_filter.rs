@@ -22,16 +22,18 @@ async fn rows(c: &mut Conn, sql: &str) -> Vec<String> {
 async fn runtime_filters_keep_answers_and_show_in_explain() {
     let server = TethysServer::start(&binary()).await.expect("start");
     let mut c = Conn::new(server.opts()).await.expect("connect");
-    for s in [
+    tethys_sql_tests::run_all(
+        &mut c,
+        &[
         "CREATE DATABASE rf",
         "USE rf",
         "CREATE TABLE fact (id BIGINT NOT NULL, dim_id INT, code VARCHAR(8), amount DECIMAL(10,2)) \
          DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 3",
         "CREATE TABLE dim (dim_id INT NOT NULL, grp VARCHAR(8), code VARCHAR(8)) \
          DUPLICATE KEY(dim_id) DISTRIBUTED BY HASH(dim_id) BUCKETS 2",
-    ] {
-        c.query_drop(s).await.expect(s);
-    }
+        ],
+    )
+    .await;
     // 3000 fact rows over dim ids 0..299 (and some NULL dims), 300 dims.
     let mut values = vec![];
     for i in 0..3000 {
@@ -69,9 +71,7 @@ async fn runtime_filters_keep_answers_and_show_in_explain() {
         "SELECT count(*) FROM fact f JOIN dim d ON f.dim_id = d.dim_id AND f.code = d.code WHERE d.grp = 'g5'",
     ];
     let mut expected = vec![];
-    c.query_drop("SET runtime_filter_mode = 'OFF'")
-        .await
-        .expect("off");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_mode = 'OFF'"]).await;
     for q in queries {
         expected.push(rows(&mut c, q).await);
     }
@@ -91,9 +91,7 @@ async fn runtime_filters_keep_answers_and_show_in_explain() {
         }
     }
 
-    c.query_drop("SET runtime_filter_mode = 'GLOBAL'")
-        .await
-        .expect("on");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_mode = 'GLOBAL'"]).await;
     let plan = rows(&mut c, &format!("EXPLAIN {}", queries[0]))
         .await
         .join("\n");
@@ -121,9 +119,7 @@ async fn runtime_filters_keep_answers_and_show_in_explain() {
         plan.contains("VHASH JOIN") && !plan.contains("runtime filters"),
         "{plan}"
     );
-    c.query_drop("SET runtime_filter_mode = 'OFF'")
-        .await
-        .expect("off");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_mode = 'OFF'"]).await;
     let plan = rows(&mut c, &format!("EXPLAIN {}", queries[0]))
         .await
         .join("\n");
@@ -138,18 +134,20 @@ async fn runtime_filters_keep_answers_and_show_in_explain() {
 async fn runtime_filter_of_a_join_on_keys_from_two_tables_reaches_the_scan() {
     let server = TethysServer::start(&binary()).await.expect("start");
     let mut c = Conn::new(server.opts()).await.expect("connect");
-    for s in [
-        "CREATE DATABASE rf2",
-        "USE rf2",
-        "CREATE TABLE sales (id BIGINT NOT NULL, cust INT, supp INT, amount INT) \
+    tethys_sql_tests::run_all(
+        &mut c,
+        &[
+            "CREATE DATABASE rf2",
+            "USE rf2",
+            "CREATE TABLE sales (id BIGINT NOT NULL, cust INT, supp INT, amount INT) \
          DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 3",
-        "CREATE TABLE cust (cust INT NOT NULL, nation INT) \
+            "CREATE TABLE cust (cust INT NOT NULL, nation INT) \
          DUPLICATE KEY(cust) DISTRIBUTED BY HASH(cust) BUCKETS 1",
-        "CREATE TABLE supp (supp INT NOT NULL, nation INT, region VARCHAR(8)) \
+            "CREATE TABLE supp (supp INT NOT NULL, nation INT, region VARCHAR(8)) \
          DUPLICATE KEY(supp) DISTRIBUTED BY HASH(supp) BUCKETS 1",
-    ] {
-        c.query_drop(s).await.expect(s);
-    }
+        ],
+    )
+    .await;
     let sales: Vec<String> = (0..5000)
         .map(|i| format!("({i}, {}, {}, {})", i % 500, (i * 7) % 100, i % 13))
         .collect();
@@ -169,9 +167,7 @@ async fn runtime_filter_of_a_join_on_keys_from_two_tables_reaches_the_scan() {
     // The FROM order: `sales ⋈ cust` under the join with `supp`, the shape
     // this test is about (reordered, `supp ⋈ cust` by nation is built and
     // sales probes it on both keys).
-    c.query_drop("SET disable_join_reorder = true")
-        .await
-        .expect("keep order");
+    tethys_sql_tests::run_all(&mut c, &["SET disable_join_reorder = true"]).await;
     let q = "SELECT count(*), sum(s.amount) FROM sales s JOIN cust c ON s.cust = c.cust \
              JOIN supp p ON s.supp = p.supp AND c.nation = p.nation WHERE p.region = 'ASIA'";
     // Reference: supplier i < 10 has nation i % 5; sale i's customer has
@@ -185,13 +181,9 @@ async fn runtime_filter_of_a_join_on_keys_from_two_tables_reaches_the_scan() {
         }
     }
     assert_eq!(rows(&mut c, q).await, vec![format!("{n}|{sum}")]);
-    c.query_drop("SET runtime_filter_mode = 'OFF'")
-        .await
-        .expect("off");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_mode = 'OFF'"]).await;
     assert_eq!(rows(&mut c, q).await, vec![format!("{n}|{sum}")]);
-    c.query_drop("SET runtime_filter_mode = 'GLOBAL'")
-        .await
-        .expect("on");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_mode = 'GLOBAL'"]).await;
     let plan = rows(&mut c, &format!("EXPLAIN ANALYZE {q}"))
         .await
         .join("\n");
@@ -215,13 +207,9 @@ async fn runtime_filter_of_a_join_on_keys_from_two_tables_reaches_the_scan() {
              WHERE c.nation = 1 AND c.cust < 50 AND s.amount = \
              (SELECT min(s2.amount) FROM sales s2 WHERE s2.cust = s.cust) ORDER BY s.id";
     let with_filters = rows(&mut c, q).await;
-    c.query_drop("SET runtime_filter_mode = 'OFF'")
-        .await
-        .expect("off");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_mode = 'OFF'"]).await;
     let without = rows(&mut c, q).await;
-    c.query_drop("SET runtime_filter_mode = 'GLOBAL'")
-        .await
-        .expect("on");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_mode = 'GLOBAL'"]).await;
     // Customers 1, 6, ..., 46 (nation 1), each with sales i = cust + 500 k;
     // amounts i % 13, so each customer's minimum sale.
     let mut want = vec![];
@@ -270,16 +258,18 @@ fn rows_produced(plan: &str, table: &str) -> u64 {
 async fn every_key_set_form_drops_probe_rows_in_the_scan() {
     let server = TethysServer::start(&binary()).await.expect("start");
     let mut c = Conn::new(server.opts()).await.expect("connect");
-    for s in [
-        "CREATE DATABASE rf3",
-        "USE rf3",
-        "CREATE TABLE fact (id BIGINT NOT NULL, sparse BIGINT, v INT) \
+    tethys_sql_tests::run_all(
+        &mut c,
+        &[
+            "CREATE DATABASE rf3",
+            "USE rf3",
+            "CREATE TABLE fact (id BIGINT NOT NULL, sparse BIGINT, v INT) \
          DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 3",
-        "CREATE TABLE dim (id BIGINT NOT NULL, sparse BIGINT, tag VARCHAR(8)) \
+            "CREATE TABLE dim (id BIGINT NOT NULL, sparse BIGINT, tag VARCHAR(8)) \
          DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
-    ] {
-        c.query_drop(s).await.expect(s);
-    }
+        ],
+    )
+    .await;
     let fact: Vec<String> = (0..20_000i64)
         .map(|i| format!("({i}, {}, {})", i * 1_000_003, i % 7))
         .collect();
@@ -309,9 +299,7 @@ async fn every_key_set_form_drops_probe_rows_in_the_scan() {
     let dense = "SELECT count(*), sum(f.v) FROM fact f JOIN dim d ON f.id = d.id \
                  WHERE d.tag = 'dense'";
     let mut want = vec![];
-    c.query_drop("SET runtime_filter_mode = 'OFF'")
-        .await
-        .expect("off");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_mode = 'OFF'"]).await;
     for q in [few, dense] {
         want.push(rows(&mut c, q).await);
     }
@@ -324,9 +312,7 @@ async fn every_key_set_form_drops_probe_rows_in_the_scan() {
         vec![sum(&mut (0..20_000).filter(|i| i % 2000 == 7))]
     );
     assert_eq!(want[1], vec![sum(&mut (5000..6000).filter(|i| i % 2 == 0))]);
-    c.query_drop("SET runtime_filter_mode = 'GLOBAL'")
-        .await
-        .expect("on");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_mode = 'GLOBAL'"]).await;
 
     let analyze = async |c: &mut Conn, q: &str, want: &Vec<String>| {
         assert_eq!(&rows(c, q).await, want, "{q}");
@@ -342,20 +328,14 @@ async fn every_key_set_form_drops_probe_rows_in_the_scan() {
     assert_eq!(rows_produced(&plan, "rf3.fact"), 500, "{plan}");
     // More keys than runtime_filter_max_in_num: a bloom filter, which lets a
     // few rows through that the join then drops.
-    c.query_drop("SET runtime_filter_max_in_num = 4")
-        .await
-        .expect("max in");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_max_in_num = 4"]).await;
     let plan = analyze(&mut c, few, &want[0]).await;
     let n = rows_produced(&plan, "rf3.fact");
     assert!((10..100).contains(&n), "{n}: {plan}");
-    c.query_drop("SET runtime_filter_max_in_num = 1024")
-        .await
-        .expect("max in");
+    tethys_sql_tests::run_all(&mut c, &["SET runtime_filter_max_in_num = 1024"]).await;
     // A partitioned join: its filter routes probe rows to each build
     // partition's keys by hash; the scan applies the set of all of them.
-    c.query_drop("SET broadcast_row_count_limit = 0")
-        .await
-        .expect("partitioned");
+    tethys_sql_tests::run_all(&mut c, &["SET broadcast_row_count_limit = 0"]).await;
     for (q, want, n) in [(few, &want[0], 10), (dense, &want[1], 500)] {
         let plan = analyze(&mut c, q, want).await;
         assert!(plan.contains("INNER JOIN(PARTITIONED)"), "{plan}");

@@ -48,7 +48,9 @@ const QUERY: &str = "SELECT count(*), sum(f.v) FROM fact f, dim d, other o \
 async fn analyze_feeds_the_optimizer_and_survives_restart() {
     let mut server = TethysServer::start(&binary()).await.expect("start");
     let mut c = Conn::new(server.opts()).await.expect("connect");
-    for s in [
+    tethys_sql_tests::run_all(
+        &mut c,
+        &[
         "CREATE DATABASE st",
         "USE st",
         "CREATE TABLE fact (k INT NOT NULL, j INT, v INT) DUPLICATE KEY(k) \
@@ -65,9 +67,9 @@ async fn analyze_feeds_the_optimizer_and_survives_restart() {
         "INSERT INTO other SELECT CAST(value AS INT), \
          CASE WHEN value % 10 = 9 THEN NULL ELSE CAST('2020-01-01' AS DATE) + CAST(value % 1000 AS INT) END, \
          'n' FROM range(6000)",
-    ] {
-        c.query_drop(s).await.expect(s);
-    }
+        ],
+    )
+    .await;
     let answer = rows(&mut c, QUERY).await;
     // Shapes alone: `t = 'type7'` keeps a tenth of dim (3000 fact rows),
     // `d >= ..` 40% of other (2400 rows), so other is built and filters
@@ -86,9 +88,7 @@ async fn analyze_feeds_the_optimizer_and_survives_restart() {
         r.info()
     );
     drop(r);
-    c.query_drop("ANALYZE DATABASE st")
-        .await
-        .expect("analyze db");
+    tethys_sql_tests::run_all(&mut c, &["ANALYZE DATABASE st"]).await;
     let stats = rows(&mut c, "SHOW COLUMN STATS other").await;
     let names: Vec<&str> = stats.iter().map(|r| r[0].as_str()).collect();
     assert_eq!(names, ["j", "d", "note"]);
@@ -118,9 +118,7 @@ async fn analyze_feeds_the_optimizer_and_survives_restart() {
     assert!(other_scan_is_filtered(&mut c, QUERY).await);
     assert_eq!(rows(&mut c, QUERY).await, answer);
 
-    c.query_drop("DROP STATS other (d, note)")
-        .await
-        .expect("drop some");
+    tethys_sql_tests::run_all(&mut c, &["DROP STATS other (d, note)"]).await;
     assert_eq!(rows(&mut c, "SHOW COLUMN STATS other").await.len(), 1);
     c.query_drop("DROP STATS dim").await.expect("drop all");
     assert!(rows(&mut c, "SHOW COLUMN STATS dim").await.is_empty());
@@ -146,16 +144,18 @@ async fn tables_are_analyzed_in_the_background() {
         .await
         .expect("start");
     let mut c = Conn::new(server.opts()).await.expect("connect");
-    for s in [
+    tethys_sql_tests::run_all(
+        &mut c,
+        &[
         "CREATE DATABASE auto",
         "USE auto",
         "CREATE TABLE t (k INT NOT NULL, v VARCHAR(8)) DUPLICATE KEY(k) \
          DISTRIBUTED BY HASH(k) BUCKETS 2",
         "CREATE TABLE empty_t (k INT NOT NULL) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 1",
         "INSERT INTO t SELECT CAST(value AS INT), 'x' FROM range(1000)",
-    ] {
-        c.query_drop(s).await.expect(s);
-    }
+        ],
+    )
+    .await;
     // Waits up to 60 s for `t`'s statistics to count `rows` rows.
     async fn counted(c: &mut Conn, count: &str) -> Vec<Vec<String>> {
         for _ in 0..600 {
@@ -171,15 +171,19 @@ async fn tables_are_analyzed_in_the_background() {
     let ndv: f64 = stats[0][3].parse().expect("ndv");
     assert!((ndv - 1000.0).abs() <= 20.0, "ndv of k: {stats:?}");
     // 5% more rows: still fresh enough.
-    c.query_drop("INSERT INTO t SELECT CAST(value AS INT) + 1000, 'y' FROM range(50)")
-        .await
-        .expect("insert 50");
+    tethys_sql_tests::run_all(
+        &mut c,
+        &["INSERT INTO t SELECT CAST(value AS INT) + 1000, 'y' FROM range(50)"],
+    )
+    .await;
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert_eq!(rows(&mut c, "SHOW COLUMN STATS t").await[0][2], "1000");
     // Past a tenth: analyzed again.
-    c.query_drop("INSERT INTO t SELECT CAST(value AS INT) + 2000, 'z' FROM range(500)")
-        .await
-        .expect("insert 500");
+    tethys_sql_tests::run_all(
+        &mut c,
+        &["INSERT INTO t SELECT CAST(value AS INT) + 2000, 'z' FROM range(500)"],
+    )
+    .await;
     let stats = counted(&mut c, "1550").await;
     assert_eq!(stats[1][8], "z", "max of v: {stats:?}");
     // A table without rows is left alone.
@@ -210,7 +214,9 @@ const STAR: &str = "SELECT count(*), sum(f.v) FROM fact f, da, db, g \
 async fn joins_are_reordered_by_estimated_size() {
     let server = TethysServer::start(&binary()).await.expect("start");
     let mut c = Conn::new(server.opts()).await.expect("connect");
-    for s in [
+    tethys_sql_tests::run_all(
+        &mut c,
+        &[
         "CREATE DATABASE jo",
         "USE jo",
         "CREATE TABLE fact (k INT NOT NULL, a INT, b INT, v INT) DUPLICATE KEY(k) \
@@ -225,32 +231,24 @@ async fn joins_are_reordered_by_estimated_size() {
         "INSERT INTO da SELECT CAST(value AS INT), CAST(value % 10 AS INT) FROM range(1000)",
         "INSERT INTO db SELECT CAST(value AS INT), 't' FROM range(1000)",
         "INSERT INTO g SELECT CAST(value AS INT), concat('g', CAST(value AS VARCHAR)) FROM range(10)",
-    ] {
-        c.query_drop(s).await.expect(s);
-    }
+        ],
+    )
+    .await;
     let answer = rows(&mut c, STAR).await;
     assert_eq!(answer, [["2000", "11997"]]);
     let first = first_join(&mut c, STAR).await;
     assert!(first.contains("grp@") && first.contains("g@"), "{first}");
 
-    c.query_drop("SET disable_join_reorder = true")
-        .await
-        .expect("disable");
+    tethys_sql_tests::run_all(&mut c, &["SET disable_join_reorder = true"]).await;
     let first = first_join(&mut c, STAR).await;
     assert!(first.contains("a@") && first.contains("k@"), "{first}");
     assert_eq!(rows(&mut c, STAR).await, answer);
 
-    c.query_drop("SET disable_join_reorder = false")
-        .await
-        .expect("enable");
-    c.query_drop("SET max_join_number_of_reorder = 3")
-        .await
-        .expect("max");
+    tethys_sql_tests::run_all(&mut c, &["SET disable_join_reorder = false"]).await;
+    tethys_sql_tests::run_all(&mut c, &["SET max_join_number_of_reorder = 3"]).await;
     let first = first_join(&mut c, STAR).await;
     assert!(first.contains("a@") && first.contains("k@"), "{first}");
-    c.query_drop("SET max_join_number_of_reorder = 4")
-        .await
-        .expect("max");
+    tethys_sql_tests::run_all(&mut c, &["SET max_join_number_of_reorder = 4"]).await;
     let first = first_join(&mut c, STAR).await;
     assert!(first.contains("grp@"), "{first}");
     assert_eq!(rows(&mut c, STAR).await, answer);
@@ -266,9 +264,7 @@ async fn joins_are_reordered_by_estimated_size() {
     )
     .await
     .expect("dc");
-    c.query_drop("INSERT INTO dc SELECT CAST(value AS INT), concat('t', CAST(value % 10 AS VARCHAR)) FROM range(600)")
-        .await
-        .expect("dc rows");
+    tethys_sql_tests::run_all(&mut c, &["INSERT INTO dc SELECT CAST(value AS INT), concat('t', CAST(value % 10 AS VARCHAR)) FROM range(600)"]).await;
     let q = "SELECT count(*), sum(f.v) FROM fact f, da, dc, g \
              WHERE f.a = da.k AND f.b = dc.k AND da.grp = g.g AND g.name = 'g3' AND g.g = 3 \
              AND dc.tag = 't1'";

@@ -301,6 +301,15 @@ pub async fn query_rows(c: &mut Conn, sql: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Runs each statement on `c`; panics naming the statement that fails.
+pub async fn run_all(c: &mut Conn, statements: &[&str]) {
+    for s in statements {
+        c.query_drop(*s)
+            .await
+            .unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+}
+
 /// The rows of `sql`, each row's values joined by `sep`.
 pub async fn query_lines(c: &mut Conn, sql: &str, sep: &str) -> Vec<String> {
     query_rows(c, sql)
