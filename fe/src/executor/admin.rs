@@ -10,13 +10,13 @@ use crate::sql::statement::{AnalyzeTarget, Statement};
 
 use super::{Output, ok, table_snapshot};
 
-/// Runs one of the statements this module's doc names.
+/// Runs ADMIN COMPACT, ANALYZE, DROP STATS or KILL.
 pub(super) async fn execute(
     fe: &Arc<Frontend>,
-    session: &mut Session,
+    session: &Session,
     stmt: Statement,
 ) -> Result<Output> {
-    let sdb = session.database.clone();
+    let sdb = &session.database;
     match stmt {
         Statement::AdminCompact {
             db,
@@ -24,7 +24,7 @@ pub(super) async fn execute(
             partition,
             kind,
         } => {
-            let db = crate::session::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
             if let Some(p) = &partition {
                 t.existing_partition(p)?;
@@ -52,7 +52,7 @@ pub(super) async fn execute(
             let started = std::time::Instant::now();
             let tables = match target {
                 AnalyzeTarget::Table { db, name } => {
-                    vec![(crate::session::resolve_db(&sdb, &db)?, name)]
+                    vec![(crate::session::resolve_db(sdb, &db)?, name)]
                 }
                 AnalyzeTarget::Database(db) => {
                     let state = fe.catalog.read();
@@ -79,7 +79,7 @@ pub(super) async fn execute(
             })
         }
         Statement::DropStats { db, table, columns } => {
-            let db = crate::session::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(sdb, &db)?;
             super::analyze::drop_stats(fe, &db, &table, &columns)?;
             Ok(ok())
         }

@@ -19,7 +19,7 @@ mod tablets;
 
 pub use tablets::ensure_all_tablets;
 
-/// Runs one of the statements this module's doc names.
+/// Runs a DDL statement: databases, tables, partitions, table properties.
 pub(super) async fn execute(
     fe: &Arc<Frontend>,
     session: &mut Session,

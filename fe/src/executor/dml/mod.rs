@@ -13,13 +13,13 @@ mod delete_update;
 use super::query::{run_query, run_query_as};
 use super::{Output, table_snapshot};
 
-/// Runs one of the statements this module's doc names.
+/// Runs DELETE or UPDATE.
 pub(super) async fn execute(
     fe: &Arc<Frontend>,
-    session: &mut Session,
+    session: &Session,
     stmt: Statement,
 ) -> Result<Output> {
-    let sdb = session.database.clone();
+    let sdb = &session.database;
     match stmt {
         Statement::Delete {
             db,
@@ -27,7 +27,7 @@ pub(super) async fn execute(
             partitions,
             condition,
         } => {
-            let db = crate::session::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
             // Merge-on-write UNIQUE tables delete rows by key: the matching
             // rows are loaded back as deletes of their keys.
@@ -45,7 +45,7 @@ pub(super) async fn execute(
             })
         }
         Statement::Update(sql) => {
-            let insert = delete_update::update_as_insert(&sql, &sdb, fe)?;
+            let insert = delete_update::update_as_insert(&sql, sdb, fe)?;
             run_query(fe, session, &insert, None).await
         }
         other => Err(super::not_in_family("dml", &other)),

@@ -23,16 +23,16 @@ mod tablets;
 use super::{Output, nullable_string_rows, string_rows, table_snapshot};
 use crate::metadata::fmt_time;
 
-/// Runs one of the statements this module's doc names.
+/// Runs a SHOW statement or DESCRIBE.
 pub(super) async fn execute(
     fe: &Arc<Frontend>,
-    session: &mut Session,
+    session: &Session,
     stmt: Statement,
 ) -> Result<Output> {
-    let sdb = session.database.clone();
+    let sdb = &session.database;
     match stmt {
         Statement::ShowColumnStats { db, table, columns } => {
-            let db = crate::session::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(sdb, &db)?;
             let t = table_snapshot(fe, &db, &table)?;
             string_rows(
                 super::analyze::SHOW_COLUMNS,
@@ -53,7 +53,7 @@ pub(super) async fn execute(
         }
         Statement::ShowMeta(m) => meta::execute(fe, session, m).await,
         Statement::ShowCreateTable { db, name } => {
-            let db = crate::session::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(sdb, &db)?;
             let t = table_snapshot(fe, &db, &name)?;
             string_rows(
                 &["Table", "Create Table"],
@@ -73,17 +73,17 @@ pub(super) async fn execute(
             )
         }
         Statement::Describe { db, name, all: _ } => {
-            let db = crate::session::resolve_db(&sdb, &db)?;
+            let db = crate::session::resolve_db(sdb, &db)?;
             let t = table_snapshot(fe, &db, &name)?;
             let rows = meta::describe_rows(&t, false);
             string_rows(&meta::DESCRIBE_COLUMNS, rows)
         }
-        Statement::ShowPartitions { db, table } => tablets::partitions(fe, &sdb, db, table).await,
+        Statement::ShowPartitions { db, table } => tablets::partitions(fe, sdb, db, table).await,
         Statement::ShowTablets {
             db,
             table,
             partition,
-        } => tablets::tablets(fe, &sdb, db, table, partition).await,
+        } => tablets::tablets(fe, sdb, db, table, partition).await,
         Statement::ShowVariables { global, filter } => {
             let globals;
             let vars = if global {
@@ -123,10 +123,10 @@ pub(super) async fn execute(
         Statement::ShowBackends => cluster::backends(fe).await,
         Statement::ShowFrontends => cluster::frontends(),
         Statement::ShowTransaction { db, where_sql } => {
-            loads::transactions(fe, &sdb, db, where_sql).await
+            loads::transactions(fe, sdb, db, where_sql).await
         }
         Statement::ShowLoad { db, stream, filter } => {
-            loads::loads(fe, &sdb, db, stream, filter).await
+            loads::loads(fe, sdb, db, stream, filter).await
         }
         Statement::ShowEmpty { columns } => string_rows(&columns, vec![]),
         Statement::ShowEngines => string_rows(
