@@ -104,10 +104,7 @@ impl TxnManager {
                 .get(&txn_id)
                 .ok_or_else(|| TethysError::Internal(format!("transaction {txn_id} not found")))?;
             if !matches!(txn.state, TxnState::Prepare | TxnState::Precommitted) {
-                return Err(TethysError::Analysis(format!(
-                    "transaction [{txn_id}] is already {}",
-                    txn.state.name().to_lowercase()
-                )));
+                return Err(already(txn_id, txn.state, ""));
             }
             let mut versions = vec![];
             for (table_id, partition_id) in touched {
@@ -154,10 +151,7 @@ impl TxnManager {
                 TethysError::Analysis(format!("transaction [{txn_id}] not found"))
             })?;
             if txn.state != TxnState::Prepare {
-                return Err(TethysError::Analysis(format!(
-                    "transaction [{txn_id}] is already {}",
-                    txn.state.name().to_lowercase()
-                )));
+                return Err(already(txn_id, txn.state, ""));
             }
             Ok((
                 EditOp::PrecommitTxn {
@@ -178,10 +172,7 @@ impl TxnManager {
                 TethysError::Analysis(format!("transaction [{txn_id}] not found"))
             })?;
             if t.state != TxnState::Precommitted {
-                return Err(TethysError::Analysis(format!(
-                    "transaction [{txn_id}] is already {}, not pre-committed.",
-                    t.state.name().to_lowercase()
-                )));
+                return Err(already(txn_id, t.state, ", not pre-committed."));
             }
             t.touched.iter().copied().collect()
         };
@@ -260,10 +251,7 @@ impl TxnManager {
             if let Some(t) = state.txns.get(&txn_id)
                 && matches!(t.state, TxnState::Committed | TxnState::Visible)
             {
-                return Err(TethysError::Analysis(format!(
-                    "transaction [{txn_id}] is already {}, not pre-committed.",
-                    t.state.name().to_lowercase()
-                )));
+                return Err(already(txn_id, t.state, ", not pre-committed."));
             }
             Ok((
                 EditOp::AbortTxn {
@@ -392,6 +380,14 @@ impl TxnManager {
         }
         Ok(())
     }
+}
+
+/// The error for a transaction already past the step asked of it.
+pub(crate) fn already(txn_id: i64, state: TxnState, rest: &str) -> TethysError {
+    TethysError::Analysis(format!(
+        "transaction [{txn_id}] is already {}{rest}",
+        state.name().to_lowercase()
+    ))
 }
 
 #[cfg(test)]

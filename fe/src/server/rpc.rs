@@ -278,10 +278,8 @@ impl FrontendService for FrontendRpc {
             (t.id, t.state)
         };
         if state != TxnState::Precommitted {
-            return Err(Status::failed_precondition(format!(
-                "transaction [{txn_id}] is already {}, not pre-committed.",
-                state.name().to_lowercase()
-            )));
+            let e = crate::txn::already(txn_id, state, ", not pre-committed.");
+            return Err(Status::failed_precondition(e.to_string()));
         }
         if op == LoadAction::Commit {
             self.fe
