@@ -99,11 +99,6 @@ impl RowShipper {
         }
     }
 
-    /// The router rows are checked against.
-    pub fn router(&self) -> &Router {
-        &self.router
-    }
-
     /// Routes and buffers a batch; returns the rows that fit no partition as
     /// (row index, reason). Full buffers are shipped.
     pub async fn add(&mut self, batch: &RecordBatch) -> Result<Vec<(usize, String)>> {

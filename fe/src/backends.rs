@@ -13,8 +13,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
+use tethys_common::Result;
 use tethys_common::backend_client::{BackendClient, BackendInfo, BackendPool};
-use tethys_common::{Result, TethysError};
 use tethys_proto::{TabletStat, TabletStatsRequest};
 
 use crate::catalog::{Catalog, Table, TabletRef};
@@ -53,15 +53,6 @@ impl Backends {
     /// The client of a backend.
     pub fn client(&self, info: &BackendInfo) -> Result<Arc<BackendClient>> {
         self.pool.get(info)
-    }
-
-    /// The client of a registered backend, by id.
-    pub fn client_of(&self, backend_id: i64) -> Result<Arc<BackendClient>> {
-        let info = self.catalog.read().backends.get(&backend_id).cloned();
-        let info = info.ok_or_else(|| {
-            TethysError::Internal(format!("backend {backend_id} is not registered"))
-        })?;
-        self.pool.get(&info)
     }
 
     /// The registered backends, by id.

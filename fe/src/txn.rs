@@ -246,7 +246,7 @@ impl TxnManager {
 
     /// Aborts a transaction and discards its data on every backend.
     pub async fn abort(&self, txn_id: i64, reason: &str) -> Result<()> {
-        let backends: Vec<_> = self.catalog.read().backends.values().cloned().collect();
+        let backends = self.backends.registered();
         self.catalog.mutate(|state, _| {
             if let Some(t) = state.txns.get(&txn_id)
                 && matches!(t.state, TxnState::Committed | TxnState::Visible)
@@ -362,7 +362,7 @@ impl TxnManager {
             self.publish(id).await?;
         }
         // Pending data on backends of transactions that are not going anywhere.
-        let backends: Vec<_> = self.catalog.read().backends.values().cloned().collect();
+        let backends = self.backends.registered();
         for be in backends {
             let c = self.backends.client(&be)?;
             let pending = c.pending_txns(PendingTxnsRequest {}).await?.txn_ids;

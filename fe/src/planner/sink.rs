@@ -134,9 +134,7 @@ impl OlapSink {
 
     /// The table's load plan, on the backends the catalog knows.
     fn load_plan(&self) -> Result<(tethys_proto::LoadPlanPb, Vec<crate::catalog::BackendInfo>)> {
-        let state = self.fe.catalog.read();
-        let mut backends: Vec<_> = state.backends.values().cloned().collect();
-        backends.sort_by_key(|b| b.id);
+        let backends = self.fe.backends.registered();
         if backends.is_empty() {
             return Err(TethysError::Backend("no backend is registered".into()));
         }

@@ -58,23 +58,23 @@ impl Tablet {
         max_versions: usize,
         rowset_id: impl FnOnce() -> String,
     ) -> Result<u64> {
+        // Key deletes and partial updates resolve keys at load time.
+        let needs_mow = match &kind {
+            WriteKind::Rows => None,
+            WriteKind::Deletes => Some(
+                "deleting rows by key (DELETE with conditions on value columns, merge_type DELETE)",
+            ),
+            WriteKind::Partial(..) => Some("partial column update"),
+        };
+        if let Some(what) = needs_mow
+            && self.mow.is_none()
+        {
+            return Err(TethysError::NotSupported(format!(
+                "{what} needs a UNIQUE KEY table with enable_unique_key_merge_on_write = true"
+            )));
+        }
         match &kind {
-            WriteKind::Rows => {}
-            WriteKind::Deletes if self.mow.is_none() => {
-                return Err(TethysError::NotSupported(
-                    "deleting rows by key (DELETE with conditions on value columns, merge_type DELETE) \
-                     needs a UNIQUE KEY table with enable_unique_key_merge_on_write = true"
-                        .into(),
-                ));
-            }
-            WriteKind::Deletes => {}
-            WriteKind::Partial(..) if self.mow.is_none() => {
-                return Err(TethysError::NotSupported(
-                    "partial column update needs a UNIQUE KEY table with \
-                     enable_unique_key_merge_on_write = true"
-                        .into(),
-                ));
-            }
+            WriteKind::Rows | WriteKind::Deletes => {}
             WriteKind::Partial(given, _) => {
                 let meta = self.meta();
                 if let Some(k) = (0..meta.schema.num_key_columns).find(|k| !given.contains(k)) {

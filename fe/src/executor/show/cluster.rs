@@ -28,7 +28,7 @@ pub(super) async fn processlist(fe: &Arc<Frontend>, session: &Session) -> Result
 
 /// `ShowBackends`.
 pub(super) async fn backends(fe: &Arc<Frontend>) -> Result<Output> {
-    let backends: Vec<_> = fe.catalog.read().backends.values().cloned().collect();
+    let backends = fe.backends.registered();
     let mut rows = vec![];
     for b in backends {
         let alive = match fe.backends.client(&b) {
