@@ -457,10 +457,8 @@ impl ScanState {
                            dt: &arrow::datatypes::DataType,
                            at: Option<&UInt32Array>|
          -> Result<ArrayRef> {
-            let positions: Option<Vec<u32>> =
-                at.map(|idx| idx.values().iter().map(|&p| p + from as u32).collect());
             let (values, io) = reader
-                .read(c, pi, dt, positions.as_deref())
+                .read(c, pi, dt, at.map(|idx| (idx, from as u32)))
                 .map_err(|e| corrupt_in(tablet_id, e))?;
             counters.cached_pages.add(io.cached_pages);
             counters.bytes_read.add(io.bytes);

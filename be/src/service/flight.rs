@@ -100,7 +100,7 @@ async fn group_commit_put(
         rows += b.num_rows() as i64;
     }
     let (txn_id, label) = group.txn();
-    let (txn_id, label) = (txn_id, label.to_string());
+    let label = label.to_string();
     let timeout = std::time::Duration::from_secs(req.timeout_secs.max(1) as u64);
     group.finish(mode, timeout).await?;
     let status = match mode {

@@ -24,7 +24,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::ArrayRef;
+use arrow::array::{ArrayRef, UInt32Array};
 use arrow::datatypes::DataType;
 use tethys_common::Result;
 use tethys_common::schema::TableSchema;
@@ -138,15 +138,16 @@ impl<'a> PageReader<'a> {
         Ok(raw)
     }
 
-    /// Page `page` of column `col`, decoded as `dt`. With `positions` (rows
-    /// of the page, ascending), only those rows when the page is cached
-    /// encoded and its encoding reads single rows; else the whole page.
+    /// Page `page` of column `col`, decoded as `dt`. With `picked` (rows
+    /// ascending, each `offset` past the page's first row), only those rows
+    /// when the page is cached encoded and its encoding reads single rows;
+    /// else the whole page.
     pub fn read(
         &self,
         col: usize,
         page: usize,
         dt: &DataType,
-        positions: Option<&[u32]>,
+        picked: Option<(&UInt32Array, u32)>,
     ) -> Result<(PageValues, PageIo)> {
         let mut io = PageIo::default();
         let key = self.key(col as u32, page);
@@ -156,7 +157,11 @@ impl<'a> PageReader<'a> {
                 CachedPage::Decoded { array, .. } => return Ok((PageValues::Whole(array), io)),
                 CachedPage::Raw(raw) => raw,
             };
-            if let Some(at) = positions
+            // The positions are worked out only where single rows can be read.
+            let positions = picked.map(|(rows, offset)| -> Vec<u32> {
+                rows.values().iter().map(|&r| r + offset).collect()
+            });
+            if let Some(at) = &positions
                 && let Some(a) = self.seg.decode_page_at(col, page, &raw, dt, at)?
             {
                 return Ok((PageValues::Picked(a), io));
