@@ -1,8 +1,8 @@
 //! What a load needs of the backend it runs on: where its error logs and
 //! group-commit WALs live, how other hosts reach this one, the clients of the
 //! backends it ships rows to, its frontend, and the open group commits.
-//! The service layer builds one and hands it to the load handlers; loads
-//! never see the rest of the backend.
+//! The node (`node.rs`) builds one and the service hands it to the load
+//! handlers; loads never see the rest of the backend.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
