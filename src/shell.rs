@@ -257,30 +257,23 @@ pub async fn run(args: ShellArgs) -> ExitCode {
     };
     let stdin_tty = std::io::stdin().is_terminal();
     let stdout_tty = std::io::stdout().is_terminal();
-    if let Some(sql) = args.execute {
-        let mut buf = format!("{sql};");
-        let mut ok = true;
-        for s in take_statements(&mut buf) {
-            ok &= run_statement(&mut conn, &kill, &s, stdout_tty).await;
-            if !ok {
-                break;
-            }
+    // `-e` or piped input: run the statements in order, stop at the first
+    // that fails.
+    let batch = match args.execute {
+        Some(sql) => Some((sql, stdout_tty)),
+        None if !stdin_tty => {
+            let mut input = String::new();
+            let _ = std::io::stdin().read_to_string(&mut input);
+            Some((input, false))
         }
-        let _ = conn.disconnect().await;
-        return if ok {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        };
-    }
-    if !stdin_tty {
-        let mut input = String::new();
-        let _ = std::io::stdin().read_to_string(&mut input);
-        input.push(';');
+        None => None,
+    };
+    if let Some((mut sql, tty)) = batch {
+        sql.push(';');
         let mut ok = true;
-        for s in take_statements(&mut input) {
-            if !run_statement(&mut conn, &kill, &s, false).await {
-                ok = false;
+        for s in take_statements(&mut sql) {
+            ok = run_statement(&mut conn, &kill, &s, tty).await;
+            if !ok {
                 break;
             }
         }

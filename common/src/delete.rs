@@ -199,15 +199,7 @@ mod tests {
 
     #[test]
     fn conditions_filter_rows_and_nulls_survive() {
-        let column = |n: &str, t: ColumnType| Column {
-            name: n.into(),
-            column_type: t,
-            nullable: true,
-            is_key: false,
-            default: None,
-            comment: String::new(),
-            aggregation: None,
-        };
+        let column = |n: &str, t: ColumnType| Column::new(n, t, true, false);
         let table = TableSchema {
             columns: vec![
                 column("k", ColumnType::Int),

@@ -1,9 +1,17 @@
-//! HTTP basic authentication, as Stream Load clients send it (`-u user:pass`).
+//! What the FE and a BE read alike from a Stream Load request's headers:
+//! HTTP basic authentication, as clients send it (`-u user:pass`), and the
+//! two-phase-commit headers of `_stream_load_2pc`.
 
 use base64::Engine;
+use http::HeaderMap;
+
+/// The user and password of a request's basic authorization.
+pub fn basic_auth(headers: &HeaderMap) -> Option<(String, String)> {
+    decode_basic_auth(headers.get("authorization")?.to_str().ok()?)
+}
 
 /// Decodes an `Authorization` header value `Basic <base64(user:password)>`.
-pub fn decode_basic_auth(value: &str) -> Option<(String, String)> {
+fn decode_basic_auth(value: &str) -> Option<(String, String)> {
     let b64 = value
         .strip_prefix("Basic ")
         .or_else(|| value.strip_prefix("basic "))?;
@@ -16,14 +24,20 @@ pub fn decode_basic_auth(value: &str) -> Option<(String, String)> {
 }
 
 /// Builds a two-phase-commit request from the `txn_id`, `label` and
-/// `txn_operation` headers (read through `header`); the error is the message
-/// Doris answers for a malformed `txn_id` or operation.
+/// `txn_operation` headers; the error is the message Doris answers for a
+/// malformed `txn_id` or operation.
 pub fn two_phase_request(
-    header: impl Fn(&str) -> Option<String>,
+    headers: &HeaderMap,
     user: String,
     password: String,
     db: String,
 ) -> Result<tethys_proto::TxnOperationRequest, String> {
+    let header = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.trim().to_string())
+    };
     let txn_id = match header("txn_id") {
         Some(t) => t
             .parse::<i64>()
@@ -47,6 +61,15 @@ pub fn two_phase_request(
         label: header("label").unwrap_or_default(),
         operation: operation.into(),
     })
+}
+
+/// The JSON answer of `_stream_load_2pc`: `Success` with the transaction's
+/// message, or `Fail` with why not.
+pub fn two_phase_answer(outcome: Result<String, String>) -> serde_json::Value {
+    match outcome {
+        Ok(msg) => serde_json::json!({"status": "Success", "msg": msg}),
+        Err(msg) => serde_json::json!({"status": "Fail", "msg": msg}),
+    }
 }
 
 #[cfg(test)]

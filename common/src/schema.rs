@@ -158,6 +158,30 @@ mod column_type_serde {
 }
 
 impl Column {
+    /// A column with no default, comment or aggregation.
+    pub fn new(
+        name: impl Into<String>,
+        column_type: ColumnType,
+        nullable: bool,
+        is_key: bool,
+    ) -> Column {
+        Column {
+            name: name.into(),
+            column_type,
+            nullable,
+            is_key,
+            default: None,
+            comment: String::new(),
+            aggregation: None,
+        }
+    }
+
+    /// This column with the aggregation type `aggregation`.
+    pub fn with_aggregation(mut self, aggregation: Option<AggregationType>) -> Column {
+        self.aggregation = aggregation;
+        self
+    }
+
     /// The Arrow field of this column. Field names are lower-cased because the
     /// SQL layer normalizes unquoted identifiers, and Doris column names are
     /// case-insensitive.
@@ -329,18 +353,11 @@ impl TableSchema {
             .columns
             .iter()
             .map(|c| {
-                Ok(Column {
-                    name: c.name.clone(),
-                    column_type: ColumnType::parse(&c.column_type)?,
-                    nullable: c.nullable,
-                    is_key: c.is_key,
-                    default: None,
-                    comment: String::new(),
-                    aggregation: AggregationType::from_pb(
-                        tethys_proto::AggregationPb::try_from(c.aggregation)
-                            .map_err(|_| unknown("aggregation", c.aggregation))?,
-                    ),
-                })
+                let aggregation = tethys_proto::AggregationPb::try_from(c.aggregation)
+                    .map_err(|_| unknown("aggregation", c.aggregation))?;
+                let column_type = ColumnType::parse(&c.column_type)?;
+                Ok(Column::new(&c.name, column_type, c.nullable, c.is_key)
+                    .with_aggregation(AggregationType::from_pb(aggregation)))
             })
             .collect::<Result<Vec<_>>>()?;
         let num_key_columns = pb.num_key_columns as usize;
@@ -382,15 +399,15 @@ mod tests {
     #[test]
     fn pb_roundtrip() {
         let s = TableSchema {
-            columns: vec![Column {
-                name: "Amount".into(),
-                column_type: ColumnType::parse("decimal(10,2)").unwrap(),
-                nullable: true,
-                is_key: false,
-                default: None,
-                comment: String::new(),
-                aggregation: Some(AggregationType::ReplaceIfNotNull),
-            }],
+            columns: vec![
+                Column::new(
+                    "Amount",
+                    ColumnType::parse("decimal(10,2)").unwrap(),
+                    true,
+                    false,
+                )
+                .with_aggregation(Some(AggregationType::ReplaceIfNotNull)),
+            ],
             num_key_columns: 0,
             compression: "zstd".into(),
             keys_type: KeysType::Aggregate,

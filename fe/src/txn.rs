@@ -271,22 +271,26 @@ impl TxnManager {
         Ok(())
     }
 
+    /// The ids of the transactions that `pred` picks.
+    fn txn_ids(&self, pred: impl Fn(&TxnRecord) -> bool) -> Vec<i64> {
+        let catalog = self.catalog.read();
+        catalog
+            .txns
+            .values()
+            .filter(|t| pred(t))
+            .map(|t| t.id)
+            .collect()
+    }
+
     /// Aborts transactions that outlived their timeout (an unfinished
     /// two-phase commit, a load whose coordinator vanished).
     pub async fn abort_expired(&self) -> Result<usize> {
         let now = now_ms();
-        let ids: Vec<i64> = self
-            .catalog
-            .read()
-            .txns
-            .values()
-            .filter(|t| {
-                matches!(t.state, TxnState::Prepare | TxnState::Precommitted)
-                    && t.timeout_ms > 0
-                    && t.prepare_time + t.timeout_ms < now
-            })
-            .map(|t| t.id)
-            .collect();
+        let ids = self.txn_ids(|t| {
+            matches!(t.state, TxnState::Prepare | TxnState::Precommitted)
+                && t.timeout_ms > 0
+                && t.prepare_time + t.timeout_ms < now
+        });
         for id in &ids {
             self.abort(*id, "transaction timed out").await?;
         }
@@ -296,14 +300,7 @@ impl TxnManager {
     /// Publishes committed transactions whose publish failed earlier (a
     /// backend was unreachable); returns how many became visible.
     pub async fn republish(&self) -> Result<usize> {
-        let ids: Vec<i64> = self
-            .catalog
-            .read()
-            .txns
-            .values()
-            .filter(|t| t.state == TxnState::Committed)
-            .map(|t| t.id)
-            .collect();
+        let ids = self.txn_ids(|t| t.state == TxnState::Committed);
         let mut n = 0;
         for id in ids {
             let _g = self.publish_lock.lock().await;
@@ -318,16 +315,9 @@ impl TxnManager {
     /// `streaming_label_keep_max_second`); their labels become reusable.
     pub fn clean_labels(&self, keep_secs: i64) -> Result<usize> {
         let cutoff = now_ms() - keep_secs * 1000;
-        let ids: Vec<i64> = self
-            .catalog
-            .read()
-            .txns
-            .values()
-            .filter(|t| {
-                matches!(t.state, TxnState::Visible | TxnState::Aborted) && t.finish_time < cutoff
-            })
-            .map(|t| t.id)
-            .collect();
+        let ids = self.txn_ids(|t| {
+            matches!(t.state, TxnState::Visible | TxnState::Aborted) && t.finish_time < cutoff
+        });
         if ids.is_empty() {
             return Ok(0);
         }

@@ -28,10 +28,9 @@ use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Decimal128Type, Int8Type, Int16Type, Int32Type, Int64Type,
 };
 use arrow::datatypes::{Schema, SchemaRef};
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{
     Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
@@ -93,31 +92,7 @@ impl DisplayAs for TabletAggScanExec {
 }
 
 impl ExecutionPlan for TabletAggScanExec {
-    fn name(&self) -> &str {
-        "TabletAggScanExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
+    tethys_common::leaf_exec_plan!("TabletAggScanExec");
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())

@@ -196,14 +196,8 @@ mod tests {
     use tethys_common::types::ColumnType;
 
     fn table() -> TableSchema {
-        let c = |n: &str, t: &str, key: bool| TableColumn {
-            name: n.into(),
-            column_type: ColumnType::parse(t).unwrap(),
-            nullable: true,
-            is_key: key,
-            default: None,
-            comment: String::new(),
-            aggregation: None,
+        let c = |n: &str, t: &str, key: bool| {
+            TableColumn::new(n, ColumnType::parse(t).unwrap(), true, key)
         };
         TableSchema {
             columns: vec![

@@ -13,20 +13,18 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, BooleanArray};
+use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::buffer::BooleanBuffer;
-use arrow::datatypes::{DataType, Schema};
-use arrow::record_batch::RecordBatch;
+use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::Result;
-use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{LikeExpr, Literal};
 use memchr::memmem::Finder;
 
 /// `expr [NOT] LIKE pattern` for a pattern of pieces between `%`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PiecesLikeExpr {
     expr: Arc<dyn PhysicalExpr>,
     pattern: String,
@@ -134,16 +132,12 @@ impl Hash for PiecesLikeExpr {
 }
 
 impl PhysicalExpr for PiecesLikeExpr {
-    fn data_type(&self, _input_schema: &Schema) -> Result<DataType> {
-        Ok(DataType::Boolean)
-    }
+    tethys_common::boolean_test_of_operand!("LIKE");
+}
 
-    fn nullable(&self, input_schema: &Schema) -> Result<bool> {
-        self.expr.nullable(input_schema)
-    }
-
-    fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
-        let values = self.expr.evaluate(batch)?.into_array(batch.num_rows())?;
+impl PiecesLikeExpr {
+    /// Whether each string matches (or, `NOT LIKE`, does not).
+    fn test(&self, values: &ArrayRef) -> Result<BooleanBuffer> {
         let n = values.len();
         let hit = match values.data_type() {
             DataType::Utf8 => {
@@ -170,43 +164,15 @@ impl PhysicalExpr for PiecesLikeExpr {
                 )));
             }
         };
-        Ok(ColumnarValue::Array(Arc::new(BooleanArray::new(
-            hit,
-            values.logical_nulls(),
-        ))))
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
-        vec![&self.expr]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn PhysicalExpr>>,
-    ) -> Result<Arc<dyn PhysicalExpr>> {
-        let expr = children.into_iter().next().ok_or_else(|| {
-            datafusion::error::DataFusionError::Internal("LIKE without its operand".into())
-        })?;
-        Ok(Arc::new(PiecesLikeExpr {
-            expr,
-            pattern: self.pattern.clone(),
-            negated: self.negated,
-            anchored_start: self.anchored_start,
-            anchored_end: self.anchored_end,
-            pieces: self.pieces.clone(),
-        }))
-    }
-
-    fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
+        Ok(hit)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::StringArray;
-    use arrow::datatypes::Field;
+    use arrow::array::{RecordBatch, StringArray};
+    use arrow::datatypes::{Field, Schema};
     use datafusion::physical_expr::expressions::{col, lit};
 
     /// The fast form against Arrow's own LIKE, on the same values.

@@ -8,7 +8,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
@@ -83,34 +82,7 @@ impl DisplayAs for TabletScanExec {
 }
 
 impl ExecutionPlan for TabletScanExec {
-    fn name(&self) -> &str {
-        "TabletScanExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn apply_expressions(
-        &self,
-        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        match &self.predicate {
-            Some(p) => f(p),
-            None => Ok(TreeNodeRecursion::Continue),
-        }
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
+    tethys_common::leaf_exec_plan!("TabletScanExec", |node| node.predicate.iter());
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
@@ -180,15 +152,8 @@ mod tests {
     async fn merge_on_write_scans_skip_superseded_rows_and_pages() {
         let dir = tempfile::tempdir().unwrap();
         let engine = Arc::new(StorageEngine::open(dir.path()).unwrap());
-        let column = |n: &str, key: bool| Column {
-            name: n.into(),
-            column_type: ColumnType::parse("bigint").unwrap(),
-            nullable: !key,
-            is_key: key,
-            default: None,
-            comment: String::new(),
-            aggregation: None,
-        };
+        let column =
+            |n: &str, key: bool| Column::new(n, ColumnType::parse("bigint").unwrap(), !key, key);
         let schema = TableSchema {
             columns: vec![column("k", true), column("v", false)],
             num_key_columns: 1,
@@ -267,15 +232,7 @@ mod tests {
 
     /// A column of type `t`, nullable unless a key.
     fn column(n: &str, t: &str, key: bool) -> Column {
-        Column {
-            name: n.into(),
-            column_type: ColumnType::parse(t).unwrap(),
-            nullable: !key,
-            is_key: key,
-            default: None,
-            comment: String::new(),
-            aggregation: None,
-        }
+        Column::new(n, ColumnType::parse(t).unwrap(), !key, key)
     }
 
     #[tokio::test]

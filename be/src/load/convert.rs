@@ -534,14 +534,8 @@ mod tests {
     use tethys_common::types::ColumnType;
 
     fn schema() -> TableSchema {
-        let c = |n: &str, t: &str, nullable: bool| Column {
-            name: n.into(),
-            column_type: ColumnType::parse(t).unwrap(),
-            nullable,
-            is_key: false,
-            default: None,
-            comment: String::new(),
-            aggregation: None,
+        let c = |n: &str, t: &str, nullable: bool| {
+            Column::new(n, ColumnType::parse(t).unwrap(), nullable, false)
         };
         TableSchema {
             columns: vec![

@@ -86,12 +86,6 @@ fn json(status: StatusCode, body: &impl Serialize) -> Response {
     (status, [("content-type", "application/json")], text).into_response()
 }
 
-/// The user and password of a request's basic authorization.
-pub fn basic_auth(h: &HeaderMap) -> Option<(String, String)> {
-    let v = h.get("authorization")?.to_str().ok()?;
-    tethys_common::http_auth::decode_basic_auth(v)
-}
-
 fn unauthorized(msg: &str) -> Response {
     json(
         StatusCode::UNAUTHORIZED,
@@ -235,7 +229,7 @@ pub async fn stream_load(
     body: Body,
 ) -> Response {
     let start = Instant::now();
-    let Some((user, password)) = basic_auth(&headers) else {
+    let Some((user, password)) = tethys_common::http_auth::basic_auth(&headers) else {
         return unauthorized("no valid Basic authorization");
     };
     let mut resp = LoadResponse {
@@ -686,40 +680,22 @@ pub async fn stream_load_2pc(
     Path(params): Path<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    let Some((user, password)) = basic_auth(&headers) else {
+    let Some((user, password)) = tethys_common::http_auth::basic_auth(&headers) else {
         return unauthorized("no valid Basic authorization");
     };
-    let Some(mut fe) = be.frontend() else {
-        return json(
-            StatusCode::OK,
-            &serde_json::json!({"status": "Fail", "msg": "this backend does not know its frontend"}),
-        );
-    };
-    let h = |n: &str| {
-        headers
-            .get(n)
-            .and_then(|v| v.to_str().ok())
-            .map(|s| s.trim().to_string())
-    };
     let db = params.get("db").cloned().unwrap_or_default();
-    let req = match tethys_common::http_auth::two_phase_request(h, user, password, db) {
-        Ok(r) => r,
-        Err(msg) => {
-            return json(
-                StatusCode::OK,
-                &serde_json::json!({"status": "Fail", "msg": msg}),
-            );
-        }
+    let request = tethys_common::http_auth::two_phase_request(&headers, user, password, db);
+    let outcome = match (request, be.frontend()) {
+        (_, None) => Err("this backend does not know its frontend".to_string()),
+        (Err(msg), _) => Err(msg),
+        (Ok(req), Some(mut fe)) => match fe.txn_operation(req).await {
+            Ok(r) => Ok(r.into_inner().message),
+            Err(s) if s.code() == tonic::Code::Unauthenticated => return unauthorized(s.message()),
+            Err(s) => Err(s.message().to_string()),
+        },
     };
-    match fe.txn_operation(req).await {
-        Ok(r) => json(
-            StatusCode::OK,
-            &serde_json::json!({"status": "Success", "msg": r.into_inner().message}),
-        ),
-        Err(s) if s.code() == tonic::Code::Unauthenticated => unauthorized(s.message()),
-        Err(s) => json(
-            StatusCode::OK,
-            &serde_json::json!({"status": "Fail", "msg": s.message()}),
-        ),
-    }
+    json(
+        StatusCode::OK,
+        &tethys_common::http_auth::two_phase_answer(outcome),
+    )
 }

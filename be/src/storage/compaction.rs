@@ -346,14 +346,8 @@ mod tests {
     use tethys_common::types::ColumnType;
 
     fn agg_schema() -> TableSchema {
-        let col = |n: &str, key: bool, agg| Column {
-            name: n.into(),
-            column_type: ColumnType::BigInt,
-            nullable: !key,
-            is_key: key,
-            default: None,
-            comment: String::new(),
-            aggregation: agg,
+        let col = |n: &str, key: bool, agg| {
+            Column::new(n, ColumnType::BigInt, !key, key).with_aggregation(agg)
         };
         TableSchema {
             columns: vec![

@@ -386,24 +386,8 @@ mod tests {
     fn schema() -> TableSchema {
         TableSchema {
             columns: vec![
-                Column {
-                    name: "k".into(),
-                    column_type: ColumnType::Int,
-                    nullable: false,
-                    is_key: true,
-                    default: None,
-                    comment: String::new(),
-                    aggregation: None,
-                },
-                Column {
-                    name: "v".into(),
-                    column_type: ColumnType::Varchar(8),
-                    nullable: true,
-                    is_key: false,
-                    default: None,
-                    comment: String::new(),
-                    aggregation: None,
-                },
+                Column::new("k", ColumnType::Int, false, true),
+                Column::new("v", ColumnType::Varchar(8), true, false),
             ],
             num_key_columns: 1,
             compression: "lz4".into(),
@@ -469,15 +453,7 @@ mod version_limit_tests {
             .unwrap()
             .with_max_tablet_versions(5);
         let s = TableSchema {
-            columns: vec![Column {
-                name: "k".into(),
-                column_type: ColumnType::Int,
-                nullable: false,
-                is_key: true,
-                default: None,
-                comment: String::new(),
-                aggregation: None,
-            }],
+            columns: vec![Column::new("k", ColumnType::Int, false, true)],
             num_key_columns: 1,
             compression: "lz4".into(),
             bloom_filter_columns: vec![],

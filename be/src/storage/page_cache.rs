@@ -45,14 +45,7 @@ pub enum CachedPage {
 /// row of TPC-H's prices, against 16 decoded; summing the decoded values
 /// is bound by memory bandwidth).
 pub fn keeps_raw_beside(dt: &DataType) -> bool {
-    matches!(
-        dt,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::Decimal128(_, _)
-    )
+    dt.is_signed_integer() || matches!(dt, DataType::Decimal128(_, _))
 }
 
 impl CachedPage {

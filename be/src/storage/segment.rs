@@ -688,15 +688,7 @@ mod tests {
     use tethys_common::types::ColumnType;
 
     fn schema() -> TableSchema {
-        let col = |n: &str, t: &str| Column {
-            name: n.into(),
-            column_type: ColumnType::parse(t).unwrap(),
-            nullable: true,
-            is_key: false,
-            default: None,
-            comment: String::new(),
-            aggregation: None,
-        };
+        let col = |n: &str, t: &str| Column::new(n, ColumnType::parse(t).unwrap(), true, false);
         TableSchema {
             columns: vec![col("k", "bigint"), col("v", "varchar(10)")],
             num_key_columns: 1,

@@ -181,12 +181,7 @@ fn u64_values(arr: &ArrayRef) -> Vec<Option<u64>> {
 }
 
 impl ScalarUDFImpl for BitmapFn {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!();
     fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
         let name = self.name;
         let arity = |want: &str, ok: bool| -> Result<()> {

@@ -183,12 +183,7 @@ impl CalendarFn {
 }
 
 impl ScalarUDFImpl for CalendarFn {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!();
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
         Ok(self.result_type(None))
     }

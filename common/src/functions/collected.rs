@@ -69,12 +69,7 @@ pub fn top_n(values: impl Iterator<Item = String>, k: usize) -> String {
 }
 
 impl ScalarUDFImpl for TopN {
-    fn name(&self) -> &str {
-        "topn_of"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!("topn_of");
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
         match args {
             [DataType::List(_) | DataType::Null, k] if k.is_integer() || k.is_null() => {
@@ -188,12 +183,7 @@ struct WindowFunnel {
 }
 
 impl ScalarUDFImpl for WindowFunnel {
-    fn name(&self) -> &str {
-        "window_funnel_of"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!("window_funnel_of");
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
         match args {
             [w, _, DataType::List(_) | DataType::Null] if w.is_integer() || w.is_null() => {

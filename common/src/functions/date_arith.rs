@@ -162,15 +162,7 @@ impl DateArithFn {
 }
 
 impl ScalarUDFImpl for DateArithFn {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn aliases(&self) -> &[String] {
-        &self.aliases
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!(with aliases);
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
         match args {
             [value, by] => self.result_type(value, by, None),

@@ -331,14 +331,12 @@ fn datediff(_: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::NaiveDate;
+    use chrono::NaiveDateTime;
 
     #[test]
     fn mysql_format_specifiers() {
-        let dt = NaiveDate::from_ymd_opt(2026, 8, 1)
-            .unwrap()
-            .and_hms_opt(13, 5, 9)
-            .unwrap();
+        let at = |s: &str| s.parse::<NaiveDateTime>().unwrap();
+        let dt = at("2026-08-01T13:05:09");
         assert_eq!(
             mysql_format(&dt, "%Y-%m-%d %H:%i:%s"),
             "2026-08-01 13:05:09"
@@ -351,10 +349,7 @@ mod tests {
             mysql_format(&dt, "%U %u %V %v %X %x %D"),
             "30 31 30 31 2026 2026 1st"
         );
-        let jan1 = NaiveDate::from_ymd_opt(2027, 1, 1)
-            .unwrap()
-            .and_hms_opt(0, 0, 0)
-            .unwrap();
+        let jan1 = at("2027-01-01T00:00:00");
         assert_eq!(
             mysql_format(&jan1, "%U %u %V %v %X %x %D"),
             "00 00 52 53 2026 2026 1st"

@@ -68,12 +68,7 @@ impl Hash for Fixed {
 }
 
 impl ScalarUDFImpl for Fixed {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!();
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
         Ok(self.returns.clone())
     }

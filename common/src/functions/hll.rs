@@ -302,12 +302,7 @@ struct HllFn {
 }
 
 impl ScalarUDFImpl for HllFn {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!();
     fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
         let name = self.name;
         match (self.op, args) {

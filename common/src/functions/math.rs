@@ -18,17 +18,21 @@ use datafusion::logical_expr::{
 };
 
 pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
+    let integral = |inner: Arc<ScalarUDF>, name, aliases: &[&str]| {
+        Arc::new(ScalarUDF::from(Integral {
+            signature: inner.signature().clone(),
+            inner,
+            name,
+            aliases: aliases.iter().map(|a| a.to_string()).collect(),
+        }))
+    };
     vec![
-        Arc::new(ScalarUDF::from(Integral {
-            inner: datafusion::functions::math::ceil(),
-            name: "ceil",
-            aliases: vec!["ceiling".into(), "dceil".into()],
-        })),
-        Arc::new(ScalarUDF::from(Integral {
-            inner: datafusion::functions::math::floor(),
-            name: "floor",
-            aliases: vec!["dfloor".into()],
-        })),
+        integral(
+            datafusion::functions::math::ceil(),
+            "ceil",
+            &["ceiling", "dceil"],
+        ),
+        integral(datafusion::functions::math::floor(), "floor", &["dfloor"]),
     ]
 }
 
@@ -38,18 +42,11 @@ struct Integral {
     inner: Arc<ScalarUDF>,
     name: &'static str,
     aliases: Vec<String>,
+    signature: Signature,
 }
 
 impl ScalarUDFImpl for Integral {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn aliases(&self) -> &[String] {
-        &self.aliases
-    }
-    fn signature(&self) -> &Signature {
-        self.inner.signature()
-    }
+    named_by_fields!(with aliases);
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
         self.inner.coerce_types(arg_types)
     }

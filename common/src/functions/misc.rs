@@ -21,6 +21,7 @@ pub(super) fn udfs() -> Vec<Arc<ScalarUDF>> {
     vec![
         Arc::new(ScalarUDF::from(IfFn::new())),
         Arc::new(ScalarUDF::from(Coalesce {
+            signature: datafusion::functions::core::coalesce().signature().clone(),
             inner: datafusion::functions::core::coalesce(),
             aliases: vec!["ifnull".into(), "nvl".into()],
         })),
@@ -63,12 +64,7 @@ impl IfFn {
 }
 
 impl ScalarUDFImpl for IfFn {
-    fn name(&self) -> &str {
-        "if"
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!("if");
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
         if arg_types.len() != 3 {
             return exec_err!(
@@ -131,18 +127,11 @@ pub fn common_type(types: &[DataType]) -> DataType {
 struct Coalesce {
     inner: Arc<ScalarUDF>,
     aliases: Vec<String>,
+    signature: Signature,
 }
 
 impl ScalarUDFImpl for Coalesce {
-    fn name(&self) -> &str {
-        "coalesce"
-    }
-    fn aliases(&self) -> &[String] {
-        &self.aliases
-    }
-    fn signature(&self) -> &Signature {
-        self.inner.signature()
-    }
+    named_by_fields!("coalesce", with aliases);
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
         if arg_types.is_empty() {
             return exec_err!("coalesce takes at least one argument");
@@ -242,12 +231,7 @@ impl ConstFn {
 }
 
 impl ScalarUDFImpl for ConstFn {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!();
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
         Ok(self.value.data_type())
     }

@@ -5,6 +5,43 @@
 //! register exactly this set, so a fragment that names one of them decodes on
 //! any backend.
 
+/// Inside a `ScalarUDFImpl` or `AggregateUDFImpl`: `name` and `signature`
+/// from the struct's fields of those names (or with the name given, when the
+/// struct serves one function), and `aliases` from its field too when asked
+/// `with aliases`.
+macro_rules! named_by_fields {
+    (@signature) => {
+        fn signature(&self) -> &datafusion::logical_expr::Signature {
+            &self.signature
+        }
+    };
+    (with aliases) => {
+        named_by_fields!();
+        named_by_fields!(@aliases);
+    };
+    ($name:literal, with aliases) => {
+        named_by_fields!($name);
+        named_by_fields!(@aliases);
+    };
+    (@aliases) => {
+        fn aliases(&self) -> &[String] {
+            &self.aliases
+        }
+    };
+    () => {
+        fn name(&self) -> &str {
+            &self.name
+        }
+        named_by_fields!(@signature);
+    };
+    ($name:literal) => {
+        fn name(&self) -> &str {
+            $name
+        }
+        named_by_fields!(@signature);
+    };
+}
+
 pub mod bitmap;
 mod calendar;
 mod collected;

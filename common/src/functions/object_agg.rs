@@ -92,15 +92,7 @@ pub(super) fn udafs() -> Vec<Arc<AggregateUDF>> {
 }
 
 impl AggregateUDFImpl for ObjectAgg {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn aliases(&self) -> &[String] {
-        &self.aliases
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!(with aliases);
     fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
         let name = self.name;
         let [t] = args else {

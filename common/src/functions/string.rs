@@ -420,15 +420,7 @@ struct Substring {
 }
 
 impl ScalarUDFImpl for Substring {
-    fn name(&self) -> &str {
-        "substr"
-    }
-    fn aliases(&self) -> &[String] {
-        &self.aliases
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!("substr", with aliases);
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
         Ok(DataType::Utf8)
     }

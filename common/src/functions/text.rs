@@ -83,15 +83,7 @@ impl std::hash::Hash for TextFn {
 }
 
 impl ScalarUDFImpl for TextFn {
-    fn name(&self) -> &str {
-        self.name
-    }
-    fn aliases(&self) -> &[String] {
-        &self.aliases
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!(with aliases);
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
         if args.len() < self.min || args.len() > self.max {
             let want = if self.min == self.max {

@@ -134,6 +134,24 @@ pub fn time_format(time: &str, fmt: &str) -> Option<String> {
     Some(out)
 }
 
+/// `f(row, a, b)` of each row of the text arrays `a` and `b`; NULL where
+/// either is NULL.
+fn per_text_pair<T>(
+    a: &ArrayRef,
+    b: &ArrayRef,
+    f: impl Fn(usize, &str, &str) -> Option<T>,
+) -> Vec<Option<T>> {
+    let (a, b) = (a.as_string::<i32>(), b.as_string::<i32>());
+    (0..a.len())
+        .map(|i| {
+            if a.is_null(i) || b.is_null(i) {
+                return None;
+            }
+            f(i, a.value(i), b.value(i))
+        })
+        .collect()
+}
+
 /// `convert_tz(dt, from, to)`, `timediff(a, b)` and `time_format(t, f)`.
 fn time_fn(name: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
     let n = args.number_rows;
@@ -143,20 +161,12 @@ fn time_fn(name: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         // convert_tz(dt, from, to): NULL for a zone it does not know, as in MySQL.
         "convert_tz" => {
             let dt = wall_clock(&arrays[0])?;
-            let (from, to) = (text(1)?, text(2)?);
-            let (from, to) = (from.as_string::<i32>(), to.as_string::<i32>());
-            Arc::new(
-                (0..n)
-                    .map(|i| {
-                        if from.is_null(i) || to.is_null(i) {
-                            return None;
-                        }
-                        let (f, t) = (parse_tz(from.value(i)).ok()?, parse_tz(to.value(i)).ok()?);
-                        let utc = from_local(dt[i]?, &f)?;
-                        Some(to_local(utc, &t).and_utc().timestamp_micros())
-                    })
-                    .collect::<TimestampMicrosecondArray>(),
-            )
+            let micros = per_text_pair(&text(1)?, &text(2)?, |i, from, to| {
+                let (f, t) = (parse_tz(from).ok()?, parse_tz(to).ok()?);
+                let utc = from_local(dt[i]?, &f)?;
+                Some(to_local(utc, &t).and_utc().timestamp_micros())
+            });
+            Arc::new(TimestampMicrosecondArray::from(micros))
         }
         "timediff" => {
             let (a, b) = (wall_clock(&arrays[0])?, wall_clock(&arrays[1])?);
@@ -169,20 +179,11 @@ fn time_fn(name: &str, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
                     .collect::<StringArray>(),
             )
         }
-        _ => {
-            let (t, f) = (text(0)?, text(1)?);
-            let (t, f) = (t.as_string::<i32>(), f.as_string::<i32>());
-            Arc::new(
-                (0..n)
-                    .map(|i| {
-                        if t.is_null(i) || f.is_null(i) {
-                            return None;
-                        }
-                        time_format(t.value(i), f.value(i))
-                    })
-                    .collect::<StringArray>(),
-            )
-        }
+        _ => Arc::new(StringArray::from(per_text_pair(
+            &text(0)?,
+            &text(1)?,
+            |_, t, f| time_format(t, f),
+        ))),
     };
     Ok(ColumnarValue::Array(out))
 }

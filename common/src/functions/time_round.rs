@@ -150,12 +150,7 @@ fn round(
 }
 
 impl ScalarUDFImpl for TimeRound {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    named_by_fields!();
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
         if args.is_empty() || args.len() > 3 {
             return plan_err!(

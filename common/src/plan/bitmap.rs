@@ -9,12 +9,10 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::*;
-use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::PhysicalExpr;
 
 /// Widest range of values a bitmap covers (8 MiB of bits): enough for the
@@ -23,7 +21,7 @@ use datafusion::physical_expr::PhysicalExpr;
 pub const MAX_BITMAP_RANGE: u64 = 1 << 26;
 
 /// Whether `key IN set` for an integer key, with the set as a bitmap.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct BitmapFilterExpr {
     expr: Arc<dyn PhysicalExpr>,
     /// Value of bit 0.
@@ -265,53 +263,22 @@ impl Hash for BitmapFilterExpr {
 }
 
 impl PhysicalExpr for BitmapFilterExpr {
-    fn data_type(&self, _input_schema: &Schema) -> Result<DataType> {
-        Ok(DataType::Boolean)
-    }
+    crate::boolean_test_of_operand!("bitmap filter");
+}
 
-    fn nullable(&self, input_schema: &Schema) -> Result<bool> {
-        self.expr.nullable(input_schema)
-    }
-
-    fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
-        let keys = self.expr.evaluate(batch)?.into_array(batch.num_rows())?;
-        let values = map_ints(&keys, |_, v| self.contains(v)).ok_or_else(|| {
+impl BitmapFilterExpr {
+    /// Whether each key is in the set.
+    fn test(&self, keys: &ArrayRef) -> Result<BooleanBuffer> {
+        map_ints(keys, |_, v| self.contains(v)).ok_or_else(|| {
             DataFusionError::Internal(format!("bitmap filter over a {} key", keys.data_type()))
-        })?;
-        // A null key matches nothing.
-        let out = BooleanArray::new(values, keys.logical_nulls());
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
-        vec![&self.expr]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn PhysicalExpr>>,
-    ) -> Result<Arc<dyn PhysicalExpr>> {
-        let expr = children
-            .into_iter()
-            .next()
-            .ok_or_else(|| DataFusionError::Internal("bitmap filter without its key".into()))?;
-        Ok(Arc::new(BitmapFilterExpr {
-            expr,
-            min: self.min,
-            bits: self.bits.clone(),
-            keys: self.keys,
-        }))
-    }
-
-    fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self}")
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int32Array, Int64Array};
+    use arrow::array::{Int32Array, Int64Array, RecordBatch};
     use datafusion::physical_expr::expressions::col;
 
     #[test]

@@ -10,12 +10,10 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::buffer::BooleanBuffer;
-use arrow::datatypes::{DataType, Schema, *};
-use arrow::record_batch::RecordBatch;
+use arrow::datatypes::{DataType, *};
 use datafusion::error::{DataFusionError, Result};
-use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::PhysicalExpr;
 use parquet::bloom_filter::Sbbf;
 
@@ -23,7 +21,7 @@ use parquet::bloom_filter::Sbbf;
 pub const BLOOM_FPP: f64 = 0.02;
 
 /// A bloom filter membership test of one key expression.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct BloomFilterExpr {
     expr: Arc<dyn PhysicalExpr>,
     filter: Arc<Sbbf>,
@@ -259,52 +257,22 @@ impl Hash for BloomFilterExpr {
 }
 
 impl PhysicalExpr for BloomFilterExpr {
-    fn data_type(&self, _input_schema: &Schema) -> Result<DataType> {
-        Ok(DataType::Boolean)
-    }
+    crate::boolean_test_of_operand!("bloom filter");
+}
 
-    fn nullable(&self, input_schema: &Schema) -> Result<bool> {
-        self.expr.nullable(input_schema)
-    }
-
-    fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
-        let keys = self.expr.evaluate(batch)?.into_array(batch.num_rows())?;
-        let values = map_keys(&keys, |_, k| self.filter.check(k))
-            // A type the filter cannot hash: every row passes.
-            .unwrap_or_else(|| BooleanBuffer::new_set(keys.len()));
-        // A null key matches nothing.
-        let out = BooleanArray::new(values, keys.logical_nulls());
-        Ok(ColumnarValue::Array(Arc::new(out)))
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
-        vec![&self.expr]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn PhysicalExpr>>,
-    ) -> Result<Arc<dyn PhysicalExpr>> {
-        let expr = children
-            .into_iter()
-            .next()
-            .ok_or_else(|| DataFusionError::Internal("bloom filter without its key".into()))?;
-        Ok(Arc::new(BloomFilterExpr {
-            expr,
-            filter: self.filter.clone(),
-            keys: self.keys,
-        }))
-    }
-
-    fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self}")
+impl BloomFilterExpr {
+    /// Whether each key may be in the set.
+    fn test(&self, keys: &ArrayRef) -> Result<BooleanBuffer> {
+        // A type the filter cannot hash: every row passes.
+        Ok(map_keys(keys, |_, k| self.filter.check(k))
+            .unwrap_or_else(|| BooleanBuffer::new_set(keys.len())))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use arrow::array::{Int32Array, Int64Array, RecordBatch, StringArray};
     use datafusion::physical_expr::expressions::col;
 
     #[test]

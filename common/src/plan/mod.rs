@@ -10,6 +10,7 @@ mod bitmap;
 mod bloom;
 mod codec;
 mod exact_decimal;
+mod node_impl;
 mod olap_scan;
 mod profile;
 mod push_agg;

@@ -149,18 +149,15 @@ pub fn pushable(agg: &AggregateExec) -> Option<(Vec<PushedAgg>, &OlapScanExec)> 
 /// Types whose zone-map bounds are the exact minimum and maximum (floats
 /// are left out: NaN and signed zeros order differently there).
 fn exact_bounds(dt: &DataType) -> bool {
-    matches!(
-        dt,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::Decimal128(_, _)
-            | DataType::Date32
-            | DataType::Timestamp(TimeUnit::Microsecond, _)
-            | DataType::Utf8
-            | DataType::Boolean
-    )
+    dt.is_signed_integer()
+        || matches!(
+            dt,
+            DataType::Decimal128(_, _)
+                | DataType::Date32
+                | DataType::Timestamp(TimeUnit::Microsecond, _)
+                | DataType::Utf8
+                | DataType::Boolean
+        )
 }
 
 /// Doris' name for what a set of pushed aggregates computes: `COUNT`,

@@ -354,15 +354,7 @@ mod tests {
     use arrow::datatypes::{DataType, Field, Schema};
 
     fn col(name: &str, t: ColumnType) -> Column {
-        Column {
-            name: name.into(),
-            column_type: t,
-            nullable: true,
-            is_key: false,
-            default: None,
-            comment: String::new(),
-            aggregation: None,
-        }
+        Column::new(name, t, true, false)
     }
 
     #[test]

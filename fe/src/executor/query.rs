@@ -35,12 +35,7 @@ pub(super) async fn execute(
             let parsed = crate::sql::rewrite::parse_for_datafusion(&sql)?;
             let stmt = Arc::new(statement_ctx(fe, session, None));
             let (ctx, plan) = plan(fe, session, stmt, parsed).await?;
-            let names: Vec<String> = plan
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect();
+            let names = output_names(&plan);
             let df = ctx.execute_logical_plan(plan).await?;
             let physical = df.create_physical_plan().await?;
             let lines = if analyze {
@@ -141,12 +136,7 @@ pub(super) async fn run_query_as(
             TethysError::NotSupported("this statement is not supported".into()),
         ),
         _ => {
-            let names: Vec<String> = plan
-                .schema()
-                .fields()
-                .iter()
-                .map(|f| f.name().clone())
-                .collect();
+            let names = output_names(&plan);
             let df = ctx.execute_logical_plan(plan).await?;
             let stream = if session.vars.enable_profile() {
                 let physical = df.create_physical_plan().await?;
@@ -291,4 +281,13 @@ fn partial_update_columns(
     } else {
         given
     })
+}
+
+/// The names of a plan's output columns, as the client sees them.
+fn output_names(plan: &datafusion::logical_expr::LogicalPlan) -> Vec<String> {
+    plan.schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect()
 }

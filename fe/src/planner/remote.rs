@@ -10,7 +10,6 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::Statistics;
 use datafusion::common::stats::Precision;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -260,41 +259,12 @@ impl DisplayAs for BeFragmentExec {
 }
 
 impl ExecutionPlan for BeFragmentExec {
-    fn name(&self) -> &str {
-        "BeFragmentExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
+    // Visits the runtime filters: a join computes its dynamic filter only
+    // when it finds a consumer of it under its probe side.
+    tethys_common::leaf_exec_plan!("BeFragmentExec", |node| node.runtime_filters.iter());
 
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    /// Visits the runtime filters: a join computes its dynamic filter only
-    /// when it finds a consumer of it under its probe side.
-    fn apply_expressions(
-        &self,
-        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        for e in &self.runtime_filters {
-            if f(e)? == TreeNodeRecursion::Stop {
-                return Ok(TreeNodeRecursion::Stop);
-            }
-        }
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
     }
 
     fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {

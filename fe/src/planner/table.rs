@@ -567,15 +567,7 @@ mod tests {
             id: 1,
             name: "t".into(),
             schema: TableSchema {
-                columns: vec![TColumn {
-                    name: "day".into(),
-                    column_type: ty,
-                    nullable: false,
-                    is_key: true,
-                    default: None,
-                    comment: String::new(),
-                    aggregation: None,
-                }],
+                columns: vec![TColumn::new("day", ty, false, true)],
                 num_key_columns: 1,
                 compression: "lz4".into(),
                 bloom_filter_columns: vec![],

@@ -141,42 +141,28 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     fe.unregister_conn(conn_id);
 }
 
+/// Reads an integer parameter of `bytes` little-endian bytes as text:
+/// unsigned, or sign-extended from its width.
+fn int_param(r: &mut Reader<'_>, bytes: usize, unsigned: bool) -> Result<String, Malformed> {
+    let mut le = [0u8; 8];
+    le[..bytes].copy_from_slice(r.take(bytes)?);
+    let v = u64::from_le_bytes(le);
+    let unused = 64 - 8 * bytes as u32;
+    Ok(if unsigned {
+        v.to_string()
+    } else {
+        (((v << unused) as i64) >> unused).to_string()
+    })
+}
+
 /// Reads one binary-protocol parameter as SQL literal text.
 fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malformed> {
     use crate::mysql::value::*;
     Ok(match ty {
-        T_TINY => {
-            let v = r.u8()?;
-            if unsigned {
-                v.to_string()
-            } else {
-                (v as i8).to_string()
-            }
-        }
-        T_SHORT | T_YEAR => {
-            let v = r.u16()?;
-            if unsigned {
-                v.to_string()
-            } else {
-                (v as i16).to_string()
-            }
-        }
-        T_LONG | T_INT24 => {
-            let v = r.u32()?;
-            if unsigned {
-                v.to_string()
-            } else {
-                (v as i32).to_string()
-            }
-        }
-        T_LONGLONG => {
-            let v = r.u64()?;
-            if unsigned {
-                v.to_string()
-            } else {
-                (v as i64).to_string()
-            }
-        }
+        T_TINY => int_param(r, 1, unsigned)?,
+        T_SHORT | T_YEAR => int_param(r, 2, unsigned)?,
+        T_LONG | T_INT24 => int_param(r, 4, unsigned)?,
+        T_LONGLONG => int_param(r, 8, unsigned)?,
         T_FLOAT => {
             let b = r.take(4)?;
             f32::from_le_bytes([b[0], b[1], b[2], b[3]]).to_string()
@@ -627,5 +613,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_parameters_are_signed_unless_flagged_unsigned() {
+        let read = |bytes: &[u8], unsigned: bool| {
+            int_param(&mut Reader::new(bytes), bytes.len(), unsigned).unwrap()
+        };
+        assert_eq!(read(&[0xff], false), "-1");
+        assert_eq!(read(&[0xff], true), "255");
+        assert_eq!(read(&[0x00, 0x80], false), "-32768");
+        assert_eq!(read(&[0xfe, 0xff, 0xff, 0xff], false), "-2");
+        assert_eq!(read(&[0xfe, 0xff, 0xff, 0xff], true), "4294967294");
+        assert_eq!(read(&[0xff; 8], false), "-1");
+        assert_eq!(read(&[0xff; 8], true), "18446744073709551615");
+        assert!(int_param(&mut Reader::new(&[1, 2]), 4, false).is_err());
     }
 }

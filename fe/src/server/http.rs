@@ -56,10 +56,7 @@ fn denied(msg: &str) -> Response {
 
 /// Checks basic authorization; the error is the message for a 401.
 fn auth(headers: &HeaderMap) -> Result<(String, String), String> {
-    let (u, p) = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(tethys_common::http_auth::decode_basic_auth)
+    let (u, p) = tethys_common::http_auth::basic_auth(headers)
         .ok_or_else(|| "no valid Basic authorization".to_string())?;
     if !crate::auth::check_password(&u, &p) {
         return Err(format!(
@@ -126,31 +123,17 @@ async fn two_phase(
         Ok(x) => x,
         Err(m) => return denied(&m),
     };
-    let h = |n: &str| {
-        headers
-            .get(n)
-            .and_then(|v| v.to_str().ok())
-            .map(|s| s.trim().to_string())
-    };
     let db = params.get("db").cloned().unwrap_or_default();
-    let req = match tethys_common::http_auth::two_phase_request(h, user, password, db) {
-        Ok(r) => r,
-        Err(msg) => {
-            return json(
-                StatusCode::OK,
-                serde_json::json!({"status": "Fail", "msg": msg}),
-            );
-        }
+    let outcome = match tethys_common::http_auth::two_phase_request(&headers, user, password, db) {
+        Err(msg) => Err(msg),
+        Ok(req) => super::rpc::FrontendRpc::new(st.fe.clone())
+            .txn_operation(tonic::Request::new(req))
+            .await
+            .map(|r| r.into_inner().message)
+            .map_err(|s| s.message().to_string()),
     };
-    let rpc = super::rpc::FrontendRpc::new(st.fe.clone());
-    match rpc.txn_operation(tonic::Request::new(req)).await {
-        Ok(r) => json(
-            StatusCode::OK,
-            serde_json::json!({"status": "Success", "msg": r.into_inner().message}),
-        ),
-        Err(s) => json(
-            StatusCode::OK,
-            serde_json::json!({"status": "Fail", "msg": s.message()}),
-        ),
-    }
+    json(
+        StatusCode::OK,
+        tethys_common::http_auth::two_phase_answer(outcome),
+    )
 }

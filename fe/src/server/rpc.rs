@@ -62,13 +62,24 @@ fn label_taken(e: &TethysError) -> Option<BeginLoadResponse> {
     })
 }
 
+/// A load's table, the backends and the database it is in.
+type LoadTarget = (Table, Vec<crate::catalog::BackendInfo>, String);
+
+/// The plan of a load into `target`, with its `columns` and `where` headers
+/// compiled in.
+fn load_plan(
+    (table, backends, db): &LoadTarget,
+    columns: &str,
+    where_expr: &str,
+) -> Result<tethys_proto::LoadPlanPb, Status> {
+    let mut plan = crate::load_plan::load_plan(db, table, backends);
+    crate::load_plan::compile(&mut plan, table, columns, where_expr).map_err(status)?;
+    Ok(plan)
+}
+
 impl FrontendRpc {
     /// A table of a load, the backends, and the database's own spelling.
-    fn resolve(
-        &self,
-        db: &str,
-        table: &str,
-    ) -> Result<(Table, Vec<crate::catalog::BackendInfo>, String), Status> {
+    fn resolve(&self, db: &str, table: &str) -> Result<LoadTarget, Status> {
         let s = self.fe.catalog.read();
         let (d, t) = s.find_table(db, table).map_err(|e| match e {
             TethysError::UnknownDatabase(_) => {
@@ -82,6 +93,40 @@ impl FrontendRpc {
             d.name.clone(),
         ))
     }
+
+    /// Begins a load's transaction (`timeout_ms` 0: none) and answers with
+    /// its plan; a label already used answers with that label's transaction.
+    async fn begin(
+        &self,
+        target: &LoadTarget,
+        label: Option<String>,
+        timeout_ms: i64,
+        columns: &str,
+        where_expr: &str,
+    ) -> Result<Response<BeginLoadResponse>, Status> {
+        let db = &target.2;
+        let txn = match self
+            .fe
+            .txn
+            .begin_with_timeout(db, label, "BACKEND_STREAMING", timeout_ms)
+        {
+            Ok(txn) => txn,
+            Err(e) => return label_taken(&e).map(Response::new).ok_or_else(|| status(e)),
+        };
+        let plan = match load_plan(target, columns, where_expr) {
+            Ok(plan) => plan,
+            Err(s) => {
+                let _ = self.fe.txn.abort(txn.id, s.message()).await;
+                return Err(s);
+            }
+        };
+        Ok(Response::new(BeginLoadResponse {
+            txn_id: txn.id,
+            label: txn.label,
+            plan: Some(plan),
+            ..Default::default()
+        }))
+    }
 }
 
 #[tonic::async_trait]
@@ -92,14 +137,11 @@ impl FrontendService for FrontendRpc {
     ) -> Result<Response<BeginLoadResponse>, Status> {
         let r = req.into_inner();
         authenticate(&r.user, &r.password)?;
-        let (table, backends, db) = self.resolve(&r.db, &r.table)?;
+        let target = self.resolve(&r.db, &r.table)?;
         if r.plan_only {
             // Group commit: the rows join the backend's group transaction.
-            let mut plan = crate::load_plan::load_plan(&db, &table, &backends);
-            crate::load_plan::compile(&mut plan, &table, &r.columns, &r.where_expr)
-                .map_err(status)?;
             return Ok(Response::new(BeginLoadResponse {
-                plan: Some(plan),
+                plan: Some(load_plan(&target, &r.columns, &r.where_expr)?),
                 ..Default::default()
             }));
         }
@@ -109,28 +151,8 @@ impl FrontendService for FrontendRpc {
         } else {
             DEFAULT_LOAD_TIMEOUT_SECS
         };
-        match self
-            .fe
-            .txn
-            .begin_with_timeout(&db, label, "BACKEND_STREAMING", timeout * 1000)
-        {
-            Ok(txn) => {
-                let mut plan = crate::load_plan::load_plan(&db, &table, &backends);
-                if let Err(e) =
-                    crate::load_plan::compile(&mut plan, &table, &r.columns, &r.where_expr)
-                {
-                    let _ = self.fe.txn.abort(txn.id, &e.to_string()).await;
-                    return Err(status(e));
-                }
-                Ok(Response::new(BeginLoadResponse {
-                    txn_id: txn.id,
-                    label: txn.label,
-                    plan: Some(plan),
-                    ..Default::default()
-                }))
-            }
-            Err(e) => label_taken(&e).map(Response::new).ok_or_else(|| status(e)),
-        }
+        self.begin(&target, label, timeout * 1000, &r.columns, &r.where_expr)
+            .await
     }
 
     async fn begin_group_commit(
@@ -144,7 +166,7 @@ impl FrontendService for FrontendRpc {
                 r.label
             )));
         }
-        let (table, backends, db) = self.resolve(&r.db, &r.table)?;
+        let target = self.resolve(&r.db, &r.table)?;
         if r.previous_txn_id > 0 {
             let open = matches!(
                 self.fe
@@ -165,19 +187,7 @@ impl FrontendService for FrontendRpc {
         }
         // No timeout: the backend commits or aborts the group itself, and an
         // FE restart aborts what is left open (the backend then replays its WAL).
-        match self
-            .fe
-            .txn
-            .begin_with_timeout(&db, Some(r.label.clone()), "BACKEND_STREAMING", 0)
-        {
-            Ok(txn) => Ok(Response::new(BeginLoadResponse {
-                txn_id: txn.id,
-                label: txn.label,
-                plan: Some(crate::load_plan::load_plan(&db, &table, &backends)),
-                ..Default::default()
-            })),
-            Err(e) => label_taken(&e).map(Response::new).ok_or_else(|| status(e)),
-        }
+        self.begin(&target, Some(r.label), 0, "", "").await
     }
 
     async fn finish_load(

@@ -296,22 +296,24 @@ impl Variables {
         def(name).is_some_and(|d| d.kind == Kind::Int)
     }
 
-    pub fn batch_size(&self) -> usize {
-        self.get("batch_size")
+    /// The value of the number variable `name`, or `default` when it is
+    /// unset (SET checks a number variable's value when it is set).
+    fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> T {
+        self.get(name)
             .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_BATCH_SIZE)
+            .unwrap_or(default)
+    }
+
+    pub fn batch_size(&self) -> usize {
+        self.number("batch_size", DEFAULT_BATCH_SIZE)
     }
 
     pub fn query_timeout_secs(&self) -> u64 {
-        self.get("query_timeout")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(900)
+        self.number("query_timeout", 900)
     }
 
     pub fn insert_timeout_secs(&self) -> u64 {
-        self.get("insert_timeout")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(14400)
+        self.number("insert_timeout", 14400)
     }
 
     /// Whether joins push runtime filters to scans (`runtime_filter_mode`
@@ -328,25 +330,19 @@ impl Variables {
 
     /// Runtime filter IN lists longer than this become bloom filters.
     pub fn runtime_filter_max_in(&self) -> usize {
-        self.get("runtime_filter_max_in_num")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1024)
+        self.number("runtime_filter_max_in_num", 1024)
     }
 
     /// How long a scan waits for the runtime filters it applies to be
     /// complete (`runtime_filter_wait_time_ms`, Doris' default 1000).
     pub fn runtime_filter_wait_ms(&self) -> u64 {
-        self.get("runtime_filter_wait_time_ms")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1000)
+        self.number("runtime_filter_wait_time_ms", 1000)
     }
 
     /// Join build sides of at most this many rows are broadcast (one hash
     /// table per join); bigger ones are partitioned by the join keys.
     pub fn broadcast_row_count_limit(&self) -> usize {
-        self.get("broadcast_row_count_limit")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1 << 20)
+        self.number("broadcast_row_count_limit", 1 << 20)
     }
 
     /// `disable_join_reorder`: inner joins run in the order the query
@@ -358,9 +354,7 @@ impl Variables {
 
     /// Inner join trees of more relations than this keep their order.
     pub fn max_join_number_of_reorder(&self) -> usize {
-        self.get("max_join_number_of_reorder")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(63)
+        self.number("max_join_number_of_reorder", 63)
     }
 
     /// `enable_pushdown_agg_to_scan`: an ungrouped `count`, `sum`, `min`
@@ -374,10 +368,7 @@ impl Variables {
     /// Parallel partitions a query runs in: `parallel_pipeline_task_num`,
     /// or (0) the cores this process may use.
     pub fn parallelism(&self) -> usize {
-        let n: usize = self
-            .get("parallel_pipeline_task_num")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let n: usize = self.number("parallel_pipeline_task_num", 0);
         if n == 0 { cores() } else { n }
     }
 

@@ -85,6 +85,22 @@ fn text(s: &str) -> Expr {
 }
 
 /// `CASE WHEN a IS NULL OR b IS NULL ... THEN NULL ELSE value END`.
+/// `CASE [operand] WHEN .. THEN .. [ELSE else_result] END`.
+fn case(
+    operand: Option<Box<Expr>>,
+    conditions: Vec<datafusion::sql::sqlparser::ast::CaseWhen>,
+    else_result: Option<Box<Expr>>,
+) -> Expr {
+    use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
+    Expr::Case {
+        case_token: AttachedToken::empty(),
+        end_token: AttachedToken::empty(),
+        operand,
+        conditions,
+        else_result,
+    }
+}
+
 fn null_if_any_null(args: &[Expr], value: Expr) -> Expr {
     let any_null = args
         .iter()
@@ -95,17 +111,14 @@ fn null_if_any_null(args: &[Expr], value: Expr) -> Expr {
             right: Box::new(r),
         })
         .unwrap_or(Expr::value(Value::Boolean(false)));
-    Expr::Case {
-        case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(
-        ),
-        end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-        operand: None,
-        conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+    case(
+        None,
+        vec![datafusion::sql::sqlparser::ast::CaseWhen {
             condition: any_null,
             result: Expr::value(Value::Null),
         }],
-        else_result: Some(Box::new(value)),
-    }
+        Some(Box::new(value)),
+    )
 }
 
 /// Rewrites one expression if it is one of the Doris aggregates above.
@@ -262,15 +275,7 @@ fn text_call(name: &str, args: &[Expr]) -> Option<Expr> {
                     result: s.clone(),
                 })
                 .collect();
-            Some(Expr::Case {
-                case_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                end_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                operand: Some(Box::new(args[0].clone())),
-                conditions,
-                else_result: None,
-            })
+            Some(case(Some(Box::new(args[0].clone())), conditions, None))
         }
         "null_or_empty" | "not_null_or_empty" if args.len() == 1 => {
             let empty = Expr::BinaryOp {
@@ -299,26 +304,22 @@ fn text_call(name: &str, args: &[Expr]) -> Option<Expr> {
                 right: Box::new(args[1].clone()),
             };
             Some(null_if_any_null(
-            args,
-            Expr::Case {
-                case_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                end_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                operand: None,
-                conditions: vec![
-                    datafusion::sql::sqlparser::ast::CaseWhen {
-                        condition: cmp(BinaryOperator::Lt),
-                        result: number(-1),
-                    },
-                    datafusion::sql::sqlparser::ast::CaseWhen {
-                        condition: cmp(BinaryOperator::Gt),
-                        result: number(1),
-                    },
-                ],
-                else_result: Some(Box::new(number(0))),
-            },
-        ))
+                args,
+                case(
+                    None,
+                    vec![
+                        datafusion::sql::sqlparser::ast::CaseWhen {
+                            condition: cmp(BinaryOperator::Lt),
+                            result: number(-1),
+                        },
+                        datafusion::sql::sqlparser::ast::CaseWhen {
+                            condition: cmp(BinaryOperator::Gt),
+                            result: number(1),
+                        },
+                    ],
+                    Some(Box::new(number(0))),
+                ),
+            ))
         }
         // field(x, a, b, ...): the position of x among a, b, ... (0 if absent).
         "field" if args.len() >= 2 => {
@@ -334,15 +335,7 @@ fn text_call(name: &str, args: &[Expr]) -> Option<Expr> {
                     result: number(i as i64 + 1),
                 })
                 .collect();
-            Some(Expr::Case {
-                case_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                end_token:
-                    datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                operand: None,
-                conditions,
-                else_result: Some(Box::new(number(0))),
-            })
+            Some(case(None, conditions, Some(Box::new(number(0)))))
         }
         // sha2(s, bits): MySQL's lower-case hex digest (0 is 256 bits).
         "sha2" if args.len() == 2 => {

@@ -390,13 +390,16 @@ pub fn is_insert_values(stmt: &DFStatement) -> bool {
 mod tests {
     use super::*;
 
+    /// `sql` as DataFusion is given it.
+    fn rewritten(sql: &str) -> String {
+        parse_for_datafusion(sql).unwrap().to_string()
+    }
+
     #[test]
     fn doris_cast_types() {
-        let s = parse_for_datafusion(
+        let s = rewritten(
             "select cast('2026-01-01' as datetime), cast(1 as largeint), cast(2 as signed)",
-        )
-        .unwrap()
-        .to_string();
+        );
         assert!(s.contains("AS TIMESTAMP"), "{s}");
         assert!(s.contains("DECIMAL(38,0)"), "{s}");
         assert!(s.contains("AS BIGINT"), "{s}");
@@ -404,12 +407,10 @@ mod tests {
 
     #[test]
     fn interval_arithmetic_calls_date_add() {
-        let s = parse_for_datafusion(
+        let s = rewritten(
             "select d + interval 3 hour, interval 1 day + d, d - interval '90' day, \
              interval 1 day + interval 2 day, d - e from t",
-        )
-        .unwrap()
-        .to_string();
+        );
         assert!(s.contains("date_add(d, INTERVAL 3 HOUR)"), "{s}");
         assert!(s.contains("date_add(d, INTERVAL 1 DAY)"), "{s}");
         assert!(s.contains("date_sub(d, INTERVAL '90' DAY)"), "{s}");
@@ -434,11 +435,9 @@ mod tests {
 
     #[test]
     fn mysql_convert() {
-        let s = parse_for_datafusion(
+        let s = rewritten(
             "select convert(a, unsigned integer), convert('x' using utf8mb4), convert(b, char)",
-        )
-        .unwrap()
-        .to_string();
+        );
         assert!(s.contains("CAST(a AS BIGINT UNSIGNED)"), "{s}");
         assert!(s.contains("('x')"), "{s}");
         assert!(s.contains("tethys_text(b)"), "{s}");

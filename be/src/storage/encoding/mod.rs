@@ -187,8 +187,7 @@ pub fn decode(
         Some(Fixed::I128) => fixed::decode::<i128>(enc, r, n)?,
         None => match dt {
             DataType::Boolean => fixed::decode_bools(enc, r, n)?,
-            DataType::Utf8 => return strings::decode(enc, r, n, nulls),
-            DataType::Binary => return strings::decode_binary(enc, r, n, nulls),
+            DataType::Utf8 | DataType::Binary => return strings::decode(dt, enc, r, n, nulls),
             other => {
                 return Err(TethysError::Corruption(format!(
                     "page of unsupported type {other}"

@@ -88,22 +88,6 @@ pub fn encode_binary(arr: &BinaryArray, out: &mut Vec<u8>) -> Encoding {
     Encoding::Plain
 }
 
-/// Decodes a page of `n` binary values.
-pub fn decode_binary(
-    enc: Encoding,
-    r: &mut Reader<'_>,
-    n: usize,
-    nulls: Option<NullBuffer>,
-) -> Result<ArrayRef> {
-    match enc {
-        Encoding::Plain => Ok(make_array(read_plain_as(r, n, nulls, DataType::Binary)?)),
-        other => Err(TethysError::Corruption(format!(
-            "{} encoding on a binary column",
-            other.name()
-        ))),
-    }
-}
-
 /// Encodes a page of strings; returns the encoding used.
 pub fn encode(arr: &StringArray, prefer: Option<Encoding>, out: &mut Vec<u8>) -> Encoding {
     let n = arr.len();
@@ -163,16 +147,20 @@ fn dictionary<'a>(
 }
 
 /// Decodes a page of `n` strings: a `StringArray` for PLAIN, a dictionary
-/// array (Int32 keys) for DICT.
+/// array (Int32 keys) for DICT; or of `n` binary values (`dt` Binary),
+/// always PLAIN.
 pub fn decode(
+    dt: &DataType,
     enc: Encoding,
     r: &mut Reader<'_>,
     n: usize,
     nulls: Option<NullBuffer>,
 ) -> Result<ArrayRef> {
+    let binary = *dt == DataType::Binary;
     match enc {
+        Encoding::Plain if binary => Ok(make_array(read_plain_as(r, n, nulls, DataType::Binary)?)),
         Encoding::Plain => Ok(Arc::new(read_plain(r, n, nulls)?)),
-        Encoding::Dict => {
+        Encoding::Dict if !binary => {
             let entries = r.u32()? as usize;
             if entries > n.max(1) {
                 return Err(TethysError::Corruption(format!(
@@ -201,7 +189,7 @@ pub fn decode(
             Ok(Arc::new(dict))
         }
         other => Err(TethysError::Corruption(format!(
-            "{} encoding on a string column",
+            "{} encoding on a {dt} column",
             other.name()
         ))),
     }

@@ -47,19 +47,11 @@ pub fn sort_by_key(batch: &RecordBatch, schema: &TableSchema) -> Result<RecordBa
 }
 
 impl Tablet {
-    /// Writes rows of transaction `txn_id` as a new segment of its pending
-    /// rowset (full rows, rows deleting their keys, or a partial column
-    /// update: see [`WriteKind`]).
-    pub fn write(
-        &self,
-        txn_id: i64,
-        batches: &[RecordBatch],
-        kind: WriteKind,
-        max_versions: usize,
-        rowset_id: impl FnOnce() -> String,
-    ) -> Result<u64> {
-        // Key deletes and partial updates resolve keys at load time.
-        let needs_mow = match &kind {
+    /// Refuses a write of `kind` this tablet cannot take: key deletes and
+    /// partial updates resolve keys at load time, which needs merge-on-write;
+    /// a partial update gives every key column.
+    fn check_kind(&self, kind: &WriteKind) -> Result<()> {
+        let needs_mow = match kind {
             WriteKind::Rows => None,
             WriteKind::Deletes => Some(
                 "deleting rows by key (DELETE with conditions on value columns, merge_type DELETE)",
@@ -73,22 +65,22 @@ impl Tablet {
                 "{what} needs a UNIQUE KEY table with enable_unique_key_merge_on_write = true"
             )));
         }
-        match &kind {
-            WriteKind::Rows | WriteKind::Deletes => {}
-            WriteKind::Partial(given, _) => {
-                let meta = self.meta();
-                if let Some(k) = (0..meta.schema.num_key_columns).find(|k| !given.contains(k)) {
-                    return Err(TethysError::Analysis(format!(
-                        "a partial column update must give every key column; {} is missing",
-                        meta.schema.columns[k].name
-                    )));
-                }
+        if let WriteKind::Partial(given, _) = kind {
+            let meta = self.meta();
+            if let Some(k) = (0..meta.schema.num_key_columns).find(|k| !given.contains(k)) {
+                return Err(TethysError::Analysis(format!(
+                    "a partial column update must give every key column; {} is missing",
+                    meta.schema.columns[k].name
+                )));
             }
         }
-        self.write_as(txn_id, batches, kind, max_versions, rowset_id)
+        Ok(())
     }
 
-    pub(super) fn write_as(
+    /// Writes rows of transaction `txn_id` as a new segment of its pending
+    /// rowset (full rows, rows deleting their keys, or a partial column
+    /// update: see [`WriteKind`]).
+    pub fn write(
         &self,
         txn_id: i64,
         batches: &[RecordBatch],
@@ -96,6 +88,7 @@ impl Tablet {
         max_versions: usize,
         rowset_id: impl FnOnce() -> String,
     ) -> Result<u64> {
+        self.check_kind(&kind)?;
         self.check_versions(max_versions)?;
         let meta = self.meta();
         let schema = match &kind {

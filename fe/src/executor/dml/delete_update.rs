@@ -388,15 +388,7 @@ mod tests {
     use tethys_common::types::ColumnType;
 
     fn schema(keys_type: KeysType) -> TableSchema {
-        let c = |n: &str, t: ColumnType, key: bool| Column {
-            name: n.into(),
-            column_type: t,
-            nullable: true,
-            is_key: key,
-            default: None,
-            comment: String::new(),
-            aggregation: None,
-        };
+        let c = |n: &str, t: ColumnType, key: bool| Column::new(n, t, true, key);
         TableSchema {
             columns: vec![
                 c("k", ColumnType::Int, true),

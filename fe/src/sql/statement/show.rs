@@ -27,6 +27,21 @@ pub(super) fn show_filter(t: &mut Tokens, sql: &str) -> Result<ShowFilter> {
     Ok(ShowFilter::default())
 }
 
+/// `[FROM | IN db]`.
+fn from_db(t: &mut Tokens) -> Result<Option<String>> {
+    let given = t.eat_kw("from") || t.eat_kw("in");
+    given.then(|| t.ident()).transpose()
+}
+
+/// `FROM | IN [db.]table [FROM | IN db]`.
+fn from_table(t: &mut Tokens) -> Result<(Option<String>, String)> {
+    if !(t.eat_kw("from") || t.eat_kw("in")) {
+        return Err(t.unexpected("FROM"));
+    }
+    let (db, table) = t.object_name()?;
+    Ok((from_db(t)?.or(db), table))
+}
+
 /// Parses the SHOW statements.
 // Over 150 lines on purpose: one arm per SHOW form, in the order of Doris' grammar.
 pub(super) fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
@@ -36,11 +51,7 @@ pub(super) fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         return Ok(Statement::ShowDatabases(show_filter(t, sql)?));
     }
     if t.eat_kw("tables") {
-        let db = if t.eat_kw("from") || t.eat_kw("in") {
-            Some(t.ident()?)
-        } else {
-            None
-        };
+        let db = from_db(t)?;
         return Ok(Statement::ShowMeta(ShowMeta::Tables {
             db,
             full,
@@ -48,22 +59,14 @@ pub(super) fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         }));
     }
     if t.eat_kw("triggers") {
-        let db = if t.eat_kw("from") || t.eat_kw("in") {
-            Some(t.ident()?)
-        } else {
-            None
-        };
+        let db = from_db(t)?;
         return Ok(Statement::ShowMeta(ShowMeta::Triggers {
             db,
             filter: show_filter(t, sql)?,
         }));
     }
     if t.eat_kws(&["table", "status"]) {
-        let db = if t.eat_kw("from") || t.eat_kw("in") {
-            Some(t.ident()?)
-        } else {
-            None
-        };
+        let db = from_db(t)?;
         return Ok(Statement::ShowMeta(ShowMeta::TableStatus {
             db,
             filter: show_filter(t, sql)?,
@@ -80,13 +83,7 @@ pub(super) fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         return Ok(Statement::ShowCreateDatabase(name));
     }
     if t.eat_kw("columns") || t.eat_kw("fields") {
-        if !(t.eat_kw("from") || t.eat_kw("in")) {
-            return Err(t.unexpected("FROM"));
-        }
-        let (mut db, table) = t.object_name()?;
-        if t.eat_kw("from") || t.eat_kw("in") {
-            db = Some(t.ident()?);
-        }
+        let (db, table) = from_table(t)?;
         return Ok(Statement::ShowMeta(ShowMeta::Columns {
             db,
             table,
@@ -168,11 +165,7 @@ pub(super) fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
     }
     if t.eat_kws(&["stream", "load"]) || t.peek_kws(&["load"]) {
         let stream = !t.eat_kw("load");
-        let db = if t.eat_kw("from") || t.eat_kw("in") {
-            Some(t.ident()?)
-        } else {
-            None
-        };
+        let db = from_db(t)?;
         return Ok(Statement::ShowLoad {
             db,
             stream,
@@ -180,11 +173,7 @@ pub(super) fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         });
     }
     if t.eat_kw("transaction") {
-        let db = if t.eat_kw("from") || t.eat_kw("in") {
-            Some(t.ident()?)
-        } else {
-            None
-        };
+        let db = from_db(t)?;
         let where_sql = if t.peek_kws(&["where"]) {
             find_top_level_kw(sql, "where").map(|at| sql[at + 5..].trim().to_string())
         } else {
@@ -204,13 +193,7 @@ pub(super) fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         return Ok(Statement::ShowEngines);
     }
     if t.eat_kw("index") || t.eat_kw("indexes") || t.eat_kw("keys") {
-        if !(t.eat_kw("from") || t.eat_kw("in")) {
-            return Err(t.unexpected("FROM"));
-        }
-        let (mut db, table) = t.object_name()?;
-        if t.eat_kw("from") || t.eat_kw("in") {
-            db = Some(t.ident()?);
-        }
+        let (db, table) = from_table(t)?;
         return Ok(Statement::ShowMeta(ShowMeta::Index {
             db,
             table,
