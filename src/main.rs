@@ -116,6 +116,11 @@ struct StandaloneArgs {
     /// refused (Doris' be.conf `max_tablet_version_num`).
     #[arg(long, default_value_t = tethys_be::storage::MAX_TABLET_VERSION_NUM)]
     max_tablet_version_num: usize,
+    /// Lets tests turn debug points on over HTTP
+    /// (`POST /api/debug_point/add/{name}`; Doris' `enable_debug_points`).
+    /// Never on a server that holds data you care about.
+    #[arg(long)]
+    enable_debug_points: bool,
 }
 
 impl Default for StandaloneArgs {
@@ -137,6 +142,7 @@ impl Default for StandaloneArgs {
             disable_auto_compaction: false,
             compaction_threads: 1,
             max_tablet_version_num: tethys_be::storage::MAX_TABLET_VERSION_NUM,
+            enable_debug_points: false,
         }
     }
 }
@@ -164,6 +170,9 @@ async fn shutdown_signal() {
 }
 
 async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysError> {
+    if args.enable_debug_points {
+        tethys_common::debug_point::enable();
+    }
     let be_cfg = tethys_be::BackendConfig {
         root: args.data_dir.join("be"),
         rpc_addr: SocketAddr::new(args.host, args.be_port),

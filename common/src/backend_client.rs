@@ -3,6 +3,7 @@
 //! lazily connected gRPC channels.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::{Result, TethysError};
@@ -112,6 +113,9 @@ impl BackendClient {
 
     /// Runs one partition of a fragment and streams its batches; the
     /// fragment's counters, which follow its last batch, go to `on_profile`.
+    /// They are the stream's end marker: a stream that ends without them
+    /// (the backend stopped mid-fragment) ends in an error, never as a
+    /// shorter answer.
     pub async fn execute_fragment(
         &self,
         req: ExecFragmentRequest,
@@ -125,6 +129,20 @@ impl BackendClient {
             .do_get(ticket)
             .await
             .map_err(|s| self.err(s))?;
+        let ended = Arc::new(AtomicBool::new(false));
+        let seen_end = ended.clone();
+        let addr = format!(
+            "backend {} at {}:{}",
+            self.info.id, self.info.host, self.info.rpc_port
+        );
+        let unfinished = futures::stream::once(async move {
+            (!ended.load(Ordering::Acquire)).then(|| {
+                Err(FlightError::ExternalError(Box::new(TethysError::Backend(
+                    format!("the fragment's stream from {addr} ended before the fragment finished"),
+                ))))
+            })
+        })
+        .filter_map(futures::future::ready);
         let stream = resp
             .into_inner()
             .map_err(FlightError::from)
@@ -136,10 +154,12 @@ impl BackendClient {
                     .flatten();
                 let is_profile = profile.is_some();
                 if let Some(p) = profile {
+                    seen_end.store(true, Ordering::Release);
                     on_profile(p);
                 }
                 futures::future::ready(!is_profile)
-            });
+            })
+            .chain(unfinished);
         Ok(FlightRecordBatchStream::new_from_flight_data(stream))
     }
 

@@ -40,3 +40,8 @@ pub mod ports {
     /// BE gRPC port (control plane and Arrow Flight data plane).
     pub const BE_RPC: u16 = 9060;
 }
+
+/// The longest a load may run, seconds (Doris' FE config
+/// `max_stream_load_timeout_second`), and a load's timeout when it names
+/// none (`stream_load_default_timeout_second`, 3 days in Doris 2.1).
+pub const MAX_LOAD_TIMEOUT_SECS: i64 = 259_200;

@@ -7,12 +7,16 @@
 
 pub mod backend_client;
 pub mod config;
+pub mod debug_point;
 pub mod delete;
 pub mod error;
 pub mod fsutil;
 pub mod functions;
 pub mod http_auth;
+pub mod http_common;
+pub mod like;
 pub mod net;
+pub mod panic;
 pub mod plan;
 pub mod routing;
 pub mod schema;

@@ -289,7 +289,7 @@ impl TxnManager {
         let ids = self.txn_ids(|t| {
             matches!(t.state, TxnState::Prepare | TxnState::Precommitted)
                 && t.timeout_ms > 0
-                && t.prepare_time + t.timeout_ms < now
+                && t.prepare_time.saturating_add(t.timeout_ms) < now
         });
         for id in &ids {
             self.abort(*id, "transaction timed out").await?;
@@ -314,7 +314,7 @@ impl TxnManager {
     /// Forgets finished transactions older than `keep_secs` (Doris'
     /// `streaming_label_keep_max_second`); their labels become reusable.
     pub fn clean_labels(&self, keep_secs: i64) -> Result<usize> {
-        let cutoff = now_ms() - keep_secs * 1000;
+        let cutoff = now_ms().saturating_sub(keep_secs.saturating_mul(1000));
         let ids = self.txn_ids(|t| {
             matches!(t.state, TxnState::Visible | TxnState::Aborted) && t.finish_time < cutoff
         });

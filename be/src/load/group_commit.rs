@@ -285,7 +285,12 @@ async fn run_group(be: Arc<LoadContext>, g: Arc<Group>, interval: Duration) {
     be.group_commits.forget(&g).await;
     *g.gate.write().await = true;
     let path = lock(&g.wal).path().to_path_buf();
-    let result = commit_with_retries(&be, &path, Some((g.txn_id, g.plan.clone()))).await;
+    // A bug stopping the commit fails the group (its WAL stays for the
+    // replay at the next start) rather than leaving its loads waiting.
+    let commit = commit_with_retries(&be, &path, Some((g.txn_id, g.plan.clone())));
+    let result = tethys_common::panic::contain("the group commit", commit)
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
     if let Err(e) = &result {
         tracing::error!("group commit {} failed for good: {e}", g.label);
     }

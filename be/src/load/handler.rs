@@ -212,13 +212,15 @@ fn failure_message(e: &TethysError) -> String {
     }
 }
 
-/// The load's timeout (Doris' default is 3 days).
+/// The load's timeout (given or Doris' default, 3 days; never longer).
 fn load_timeout(opts: &LoadOptions) -> std::time::Duration {
-    std::time::Duration::from_secs(if opts.timeout_secs > 0 {
-        opts.timeout_secs as u64
+    let max = tethys_common::config::MAX_LOAD_TIMEOUT_SECS;
+    let secs = if opts.timeout_secs > 0 {
+        opts.timeout_secs.min(max)
     } else {
-        259_200
-    })
+        max
+    };
+    std::time::Duration::from_secs(secs as u64)
 }
 
 /// `PUT /api/{db}/{table}/_stream_load`.
@@ -308,7 +310,11 @@ pub async fn stream_load(
                 ..Default::default()
             };
             let shipper = RowShipper::new(be.pool.clone(), begun.txn_id, &plan, router, rows);
-            run_load(&be, &opts, &plan, Sink::Tablets(shipper), body, &mut resp).await
+            // A bug stopping the load aborts its transaction like any error.
+            let load = run_load(&be, &opts, &plan, Sink::Tablets(shipper), body, &mut resp);
+            tethys_common::panic::contain("the load", load)
+                .await
+                .and_then(|r| r)
         }
         Err(e) => Err(e),
     };
@@ -508,6 +514,7 @@ async fn run_load(
     body: Body,
     resp: &mut LoadResponse,
 ) -> Result<Sink> {
+    tethys_common::debug_point::panic_if_hit("BeStreamLoad.panic");
     let (converter, names) = converter_of(opts, plan)?;
     let mut sink = sink;
     if opts.partial_columns

@@ -50,9 +50,29 @@ pub struct LoadOptions {
     pub partial_columns: bool,
 }
 
+/// A header's value: UTF-8 text (`columns: 金额, ...`), which
+/// [`check_utf8`] has made sure of before any header is read.
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    h.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
+    h.get(name)
+        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+        .map(str::trim)
 }
+
+/// Refuses a header that is not UTF-8: read as absent, a `columns`,
+/// `where` or `partitions` header would be dropped and every row loaded.
+fn check_utf8(h: &HeaderMap) -> Result<()> {
+    match h
+        .iter()
+        .find(|(_, v)| std::str::from_utf8(v.as_bytes()).is_err())
+    {
+        Some((name, _)) => Err(TethysError::Analysis(format!(
+            "the {name} header is not UTF-8 text"
+        ))),
+        None => Ok(()),
+    }
+}
+
+use tethys_common::config::MAX_LOAD_TIMEOUT_SECS;
 
 fn flag(h: &HeaderMap, name: &str) -> Result<bool> {
     match header(h, name).map(|v| v.to_ascii_lowercase()) {
@@ -126,6 +146,7 @@ pub fn separator(text: &str) -> Result<Vec<u8>> {
 impl LoadOptions {
     /// Reads the headers; unsupported ones are refused with a clear message.
     pub fn from_headers(h: &HeaderMap) -> Result<LoadOptions> {
+        check_utf8(h)?;
         for (name, what) in [("temporary_partitions", "the temporary_partitions header")] {
             if header(h, name).is_some_and(|v| !v.is_empty()) {
                 return Err(TethysError::NotSupported(format!(
@@ -208,11 +229,18 @@ impl LoadOptions {
             None => 0.0,
         };
         let timeout_secs = match header(h, "timeout") {
-            Some(v) => v
-                .parse::<i64>()
-                .ok()
-                .filter(|t| *t > 0)
-                .ok_or_else(|| TethysError::Analysis("Invalid timeout format".into()))?,
+            Some(v) => {
+                let t = v
+                    .parse::<i64>()
+                    .map_err(|_| TethysError::Analysis("Invalid timeout format".into()))?;
+                if !(1..=MAX_LOAD_TIMEOUT_SECS).contains(&t) {
+                    return Err(TethysError::Analysis(format!(
+                        "Invalid timeout: {t}. Timeout should be between 1 and \
+                         {MAX_LOAD_TIMEOUT_SECS} seconds"
+                    )));
+                }
+                t
+            }
             None => 0,
         };
         Ok(LoadOptions {

@@ -20,10 +20,10 @@ use arrow_flight::{
 };
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
-use tethys_common::TethysError;
 use tethys_common::backend_client::GROUP_COMMIT_PATH;
 use tethys_common::config::SEGMENT_FLUSH_ROWS;
 use tethys_common::plan::FragmentProfile;
+use tethys_common::{TethysError, debug_point};
 use tethys_proto::{
     ExecFragmentRequest, GroupCommitWriteRequest, GroupCommitWriteResponse, TxnStatus,
     WriteRequest, WriteResponse,
@@ -135,25 +135,36 @@ impl FlightService for BackendFlight {
         let backend = self.backend.clone();
         let handle = backend.exec_handle().map_err(Status::from)?;
         // The fragment's counters follow its last batch, as one message
-        // with no Arrow data and the profile in `app_metadata`.
+        // with no Arrow data and the profile in `app_metadata`: the end
+        // marker without which the FE takes the stream as broken.
         let (profile_tx, profile_rx) = tokio::sync::oneshot::channel::<FragmentProfile>();
         handle.spawn(async move {
-            let (plan, mut stream) = match backend.executor.execute(&req) {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = tx.send(Err(to_flight_err(e))).await;
-                    return;
+            let run = async {
+                let (plan, mut stream) = match backend.executor.execute(&req) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Err(to_flight_err(e))).await;
+                        return;
+                    }
+                };
+                let mut sent = 0usize;
+                while let Some(item) = stream.next().await {
+                    if sent == 1 {
+                        debug_point::panic_if_hit("BeFragment.panic");
+                    }
+                    let item = item.map_err(to_flight_err);
+                    let stop = item.is_err();
+                    if tx.send(item).await.is_err() || stop {
+                        return;
+                    }
+                    sent += 1;
                 }
+                drop(stream);
+                let _ = profile_tx.send(FragmentProfile::of_plan(&plan));
             };
-            while let Some(item) = stream.next().await {
-                let item = item.map_err(to_flight_err);
-                let stop = item.is_err();
-                if tx.send(item).await.is_err() || stop {
-                    return;
-                }
+            if let Err(e) = tethys_common::panic::contain("the fragment", run).await {
+                let _ = tx.send(Err(to_flight_err(e))).await;
             }
-            drop(stream);
-            let _ = profile_tx.send(FragmentProfile::of_plan(&plan));
         });
         let batches = tokio_stream::wrappers::ReceiverStream::new(rx);
         let flight = FlightDataEncoderBuilder::new()

@@ -29,21 +29,28 @@ pub fn router(backend: Arc<Backend>) -> Router {
     let compaction = Router::new()
         .route("/api/compaction/show", get(compaction_show))
         .with_state(backend.clone());
-    Router::new().merge(loads).merge(compaction).route(
-        "/api/health",
-        get(move || {
-            let b = backend.clone();
-            async move {
-                let (tablets, bytes) = b.engine.totals();
-                axum::Json(serde_json::json!({
-                    "status": "OK",
-                    "msg": "To Be Added",
-                    "tablet_count": tablets,
-                    "data_used_bytes": bytes,
-                }))
-            }
-        }),
-    )
+    Router::new()
+        .merge(loads)
+        .merge(compaction)
+        .merge(tethys_common::http_common::debug_point_routes())
+        .route(
+            "/api/health",
+            get(move || {
+                let b = backend.clone();
+                async move {
+                    let (tablets, bytes) = b.engine.totals();
+                    axum::Json(serde_json::json!({
+                        "status": "OK",
+                        "msg": "To Be Added",
+                        "tablet_count": tablets,
+                        "data_used_bytes": bytes,
+                    }))
+                }
+            }),
+        )
+        .layer(axum::middleware::from_fn(
+            tethys_common::http_common::contain_panics,
+        ))
 }
 
 #[derive(serde::Deserialize)]

@@ -147,6 +147,7 @@ impl StorageEngine {
     /// One round of the background pool: compacts the tablet that needs it
     /// most and sweeps stale rowsets. True if a compaction ran.
     pub fn compact_round(&self) -> bool {
+        tethys_common::debug_point::panic_if_hit("BeCompaction.panic");
         let mut tablets: Vec<(usize, Arc<Tablet>)> = self
             .tablets()
             .values()
@@ -204,7 +205,12 @@ impl StorageEngine {
                         let Some(engine) = weak.upgrade() else {
                             return;
                         };
-                        let ran = engine.compact_round();
+                        // A round stopped by a bug is logged; the thread
+                        // goes on with the next.
+                        let ran = tethys_common::panic::contain_sync("a compaction round", || {
+                            engine.compact_round()
+                        })
+                        .unwrap_or(false);
                         drop(engine);
                         if !ran {
                             std::thread::sleep(std::time::Duration::from_millis(200));

@@ -28,7 +28,6 @@ pub use analyze::auto_analyze;
 pub use ddl::ensure_all_tablets;
 pub(crate) use query::result_schema;
 pub(crate) use show::filtered_nullable;
-pub use show::like_match;
 
 /// What a statement returns.
 pub enum Output {
@@ -138,17 +137,4 @@ fn not_in_family(family: &str, stmt: &Statement) -> TethysError {
 
 pub(crate) fn table_snapshot(fe: &Frontend, db: &str, name: &str) -> Result<crate::catalog::Table> {
     Ok(fe.catalog.read().find_table(db, name)?.1.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::show::like_match;
-
-    #[test]
-    fn like() {
-        assert!(like_match("char%", "character_set_client"));
-        assert!(like_match("%_size", "batch_size"));
-        assert!(!like_match("batch", "batch_size"));
-        assert!(like_match("BATCH_SIZE", "batch_size"));
-    }
 }

@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rand::Rng;
-use tethys_common::TethysError;
 use tethys_common::config::MYSQL_SERVER_VERSION;
+use tethys_common::{TethysError, debug_point};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::executor::{self, Output};
@@ -27,6 +27,28 @@ struct Prepared {
     sql: String,
     params: usize,
     types: Vec<(u8, u8)>,
+}
+
+/// What a command left to do.
+enum Step {
+    /// It wrote an answer to flush.
+    Answered,
+    /// It needs no answer.
+    Silent,
+    /// The client quit.
+    Quit,
+}
+
+/// Takes the connection out of SHOW PROCESSLIST however its task ends.
+struct Registered {
+    fe: Arc<Frontend>,
+    id: u32,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.fe.unregister_conn(self.id);
+    }
 }
 
 struct Conn<S> {
@@ -120,11 +142,14 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         }
     }
     let handle = fe.register_conn_with_id(conn_id, &hs.user, &host);
+    let _registered = Registered {
+        fe: fe.clone(),
+        id: conn_id,
+    };
     *handle.db.lock().unwrap_or_else(|p| p.into_inner()) = session.database.clone();
     let caps = hs.capabilities & SERVER_CAPABILITIES;
     io.write_packet(&ok_packet(0, 0, SERVER_STATUS_AUTOCOMMIT, caps));
     if io.flush().await.is_err() {
-        fe.unregister_conn(conn_id);
         return;
     }
     let mut conn = Conn {
@@ -138,7 +163,6 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         before: None,
     };
     let _ = conn.run().await;
-    fe.unregister_conn(conn_id);
 }
 
 /// Reads an integer parameter of `bytes` little-endian bytes as text:
@@ -290,49 +314,67 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
             let Some((&cmd, body)) = pkt.split_first() else {
                 continue;
             };
-            match cmd {
-                COM_QUIT => return Ok(()),
-                COM_PING => self.send_ok(0, "", false),
-                COM_INIT_DB => {
-                    let db = String::from_utf8_lossy(body).to_string();
-                    self.run_statement_text(&format!("USE `{}`", db.replace('`', "``")), false)
-                        .await;
+            let step = tethys_common::panic::contain("the command", self.command(cmd, body));
+            match step.await {
+                Ok(Step::Quit) => return Ok(()),
+                Ok(Step::Silent) => continue,
+                Ok(Step::Answered) => {}
+                Err(e) => {
+                    // A bug stopped the command: the client gets error 1105
+                    // (after whatever part of an answer was written) and the
+                    // connection goes on from a clean state.
+                    self.handle.set_command("");
+                    self.session.take_assigned();
+                    self.send_err(&e);
                 }
-                COM_QUERY => {
-                    let sql = String::from_utf8_lossy(body).to_string();
-                    self.run_statement_text(&sql, false).await;
-                }
-                COM_FIELD_LIST => self.field_list(body).await,
-                COM_STMT_PREPARE => {
-                    let sql = String::from_utf8_lossy(body).to_string();
-                    self.prepare(sql).await;
-                }
-                COM_STMT_EXECUTE => self.execute_prepared(body).await,
-                COM_STMT_CLOSE => {
-                    if body.len() >= 4 {
-                        let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
-                        self.stmts.remove(&id);
-                    }
-                    // No response for COM_STMT_CLOSE.
-                    continue;
-                }
-                COM_STMT_SEND_LONG_DATA => continue,
-                COM_STMT_RESET | COM_RESET_CONNECTION | COM_SET_OPTION => {
-                    self.send_ok(0, "", false)
-                }
-                COM_STATISTICS => {
-                    let s = format!(
-                        "Uptime: 0  Threads: {}  Questions: 0",
-                        self.fe.conns().len()
-                    );
-                    self.io.write_packet(s.as_bytes());
-                }
-                other => self.send_err(&TethysError::NotSupported(format!(
-                    "Unknown command {other:#04x}"
-                ))),
             }
             self.io.flush().await?;
         }
+    }
+
+    /// Runs one command; what it wrote is flushed by the caller.
+    async fn command(&mut self, cmd: u8, body: &[u8]) -> Step {
+        debug_point::panic_if_hit("FeCommand.panic");
+        match cmd {
+            COM_QUIT => return Step::Quit,
+            COM_PING => self.send_ok(0, "", false),
+            COM_INIT_DB => {
+                let db = String::from_utf8_lossy(body).to_string();
+                self.run_statement_text(&format!("USE `{}`", db.replace('`', "``")), false)
+                    .await;
+            }
+            COM_QUERY => {
+                let sql = String::from_utf8_lossy(body).to_string();
+                self.run_statement_text(&sql, false).await;
+            }
+            COM_FIELD_LIST => self.field_list(body).await,
+            COM_STMT_PREPARE => {
+                let sql = String::from_utf8_lossy(body).to_string();
+                self.prepare(sql).await;
+            }
+            COM_STMT_EXECUTE => self.execute_prepared(body).await,
+            COM_STMT_CLOSE => {
+                if body.len() >= 4 {
+                    let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
+                    self.stmts.remove(&id);
+                }
+                // No response for COM_STMT_CLOSE.
+                return Step::Silent;
+            }
+            COM_STMT_SEND_LONG_DATA => return Step::Silent,
+            COM_STMT_RESET | COM_RESET_CONNECTION | COM_SET_OPTION => self.send_ok(0, "", false),
+            COM_STATISTICS => {
+                let s = format!(
+                    "Uptime: 0  Threads: {}  Questions: 0",
+                    self.fe.conns().len()
+                );
+                self.io.write_packet(s.as_bytes());
+            }
+            other => self.send_err(&TethysError::NotSupported(format!(
+                "Unknown command {other:#04x}"
+            ))),
+        }
+        Step::Answered
     }
 
     async fn field_list(&mut self, body: &[u8]) {

@@ -35,6 +35,10 @@ pub fn router(fe: Arc<Frontend>) -> Router {
         .route("/api/{db}/{table}/_stream_load", put(redirect_load))
         .route("/api/{db}/_stream_load_2pc", put(two_phase))
         .route("/api/{db}/{table}/_stream_load_2pc", put(two_phase))
+        .merge(tethys_common::http_common::debug_point_routes())
+        .layer(axum::middleware::from_fn(
+            tethys_common::http_common::contain_panics,
+        ))
         .with_state(state)
 }
 

@@ -83,8 +83,10 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
 }
 
 /// Runs `round` after `first` and then every `every` (a round that
-/// overruns delays the next), until `stop` turns true.
+/// overruns delays the next), until `stop` turns true. A round stopped by a
+/// panic is logged and the next one runs on time: the task never dies.
 fn spawn_periodic<F, Fut>(
+    what: &'static str,
     first: Duration,
     every: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -106,7 +108,9 @@ fn spawn_periodic<F, Fut>(
                     continue;
                 }
             }
-            round().await;
+            if let Err(e) = tethys_common::panic::contain(what, round()).await {
+                tracing::error!("{e}");
+            }
         }
     });
 }
@@ -131,7 +135,7 @@ pub async fn serve(
         let fe = fe.clone();
         let every = Duration::from_secs(cfg.auto_analyze_interval_secs);
         // The first round one period after start, not at once.
-        spawn_periodic(every, every, rx5, move || {
+        spawn_periodic("automatic ANALYZE", every, every, rx5, move || {
             let fe = fe.clone();
             async move {
                 crate::executor::auto_analyze(&fe).await;
@@ -141,9 +145,10 @@ pub async fn serve(
     let cleaner_fe = fe.clone();
     let (label_keep, label_clean) = (cfg.label_keep_max_secs, cfg.label_clean_interval_secs);
     let every = Duration::from_secs(label_clean.max(1));
-    spawn_periodic(Duration::ZERO, every, rx3, move || {
+    spawn_periodic("the label cleaner", Duration::ZERO, every, rx3, move || {
         let fe = cleaner_fe.clone();
         async move {
+            tethys_common::debug_point::panic_if_hit("FeLabelCleaner.panic");
             if let Err(e) = fe.txn.clean_labels(label_keep) {
                 tracing::warn!("label cleaning failed: {e}");
             }

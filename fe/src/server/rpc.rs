@@ -14,9 +14,6 @@ use tonic::{Request, Response, Status};
 use crate::catalog::{Table, TxnState};
 use crate::frontend::Frontend;
 
-/// Default Stream Load timeout, as Doris' `stream_load_default_timeout_second`.
-pub const DEFAULT_LOAD_TIMEOUT_SECS: i64 = 259_200;
-
 pub struct FrontendRpc {
     fe: Arc<Frontend>,
 }
@@ -146,10 +143,15 @@ impl FrontendService for FrontendRpc {
             }));
         }
         let label = (!r.label.is_empty()).then(|| r.label.clone());
-        let timeout = if r.timeout_secs > 0 {
-            r.timeout_secs
-        } else {
-            DEFAULT_LOAD_TIMEOUT_SECS
+        let max = tethys_common::config::MAX_LOAD_TIMEOUT_SECS;
+        let timeout = match r.timeout_secs {
+            t if t <= 0 => max,
+            t if t <= max => t,
+            t => {
+                return Err(Status::invalid_argument(format!(
+                    "Invalid timeout: {t}. Timeout should be between 1 and {max} seconds"
+                )));
+            }
         };
         self.begin(&target, label, timeout * 1000, &r.columns, &r.where_expr)
             .await

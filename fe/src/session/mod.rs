@@ -42,6 +42,41 @@ const fn ro(name: &'static str, default: &'static str, kind: Kind) -> VarDef {
     }
 }
 
+/// The values a number variable may take: MySQL's and Doris' bounds, and
+/// ours where a bigger value would exhaust the server (a pipeline of 2^31
+/// tasks) or a negative one would mean nothing.
+fn int_bounds(name: &str) -> std::ops::RangeInclusive<i64> {
+    const INT_MAX: i64 = i32::MAX as i64;
+    match name {
+        "batch_size" => 1..=65_536,
+        "query_timeout" | "insert_timeout" => 1..=INT_MAX,
+        "wait_timeout" | "interactive_timeout" | "net_read_timeout" | "net_write_timeout" => {
+            1..=31_536_000
+        }
+        "parallel_pipeline_task_num" => 0..=1024,
+        "parallel_fragment_exec_instance_num" => 1..=1024,
+        "max_allowed_packet" => 1024..=1 << 30,
+        "net_buffer_length" => 1024..=1 << 20,
+        "auto_increment_increment" => 1..=65_535,
+        "div_precision_increment" => 0..=30,
+        "default_week_format" => 0..=7,
+        "default_order_by_limit" => -1..=i64::MAX,
+        "max_join_number_of_reorder" => 0..=INT_MAX,
+        "autocommit"
+        | "sql_notes"
+        | "sql_warnings"
+        | "sql_safe_updates"
+        | "transaction_read_only"
+        | "tx_read_only"
+        | "session_track_schema"
+        | "session_track_state_change" => 0..=1,
+        "query_cache_type" => 0..=2,
+        // Memory: zero or less is no limit.
+        "exec_mem_limit" => i64::MIN..=i64::MAX,
+        _ => 0..=i64::MAX,
+    }
+}
+
 const BATCH_SIZE_DEFAULT: &str = {
     // Kept in sync with DEFAULT_BATCH_SIZE by the unit test below.
     "4064"
@@ -226,10 +261,7 @@ impl Variables {
                         "off" | "false" => 0,
                         s => s.parse::<i64>().map_err(|_| bad())?,
                     };
-                    if d.name == "batch_size" && !(1..=65536).contains(&v) {
-                        return Err(bad());
-                    }
-                    if (d.name == "query_timeout" || d.name == "insert_timeout") && v <= 0 {
+                    if !int_bounds(d.name).contains(&v) {
                         return Err(bad());
                     }
                     v.to_string()
@@ -458,6 +490,29 @@ pub fn table_name_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_number_default_is_in_its_bounds_and_out_of_bounds_is_refused() {
+        let mut v = Variables::default();
+        for d in VARS.iter().filter(|d| d.kind == Kind::Int && !d.read_only) {
+            let n: i64 = d.default.parse().unwrap();
+            assert!(int_bounds(d.name).contains(&n), "{}", d.name);
+            v.set(d.name, d.default).unwrap();
+        }
+        for (name, value) in [
+            ("parallel_pipeline_task_num", "2147483647"),
+            ("query_timeout", "9223372036854775807"),
+            ("runtime_filter_max_in_num", "-5"),
+            ("wait_timeout", "0"),
+            ("batch_size", "0"),
+        ] {
+            let e = v.set(name, value).unwrap_err();
+            assert!(
+                matches!(&e, TethysError::WrongVariableValue(n, _) if n == name),
+                "{name}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn defaults_and_validation() {

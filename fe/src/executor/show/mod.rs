@@ -151,23 +151,6 @@ pub(super) async fn execute(
     }
 }
 
-/// SQL LIKE, case-insensitive, as SHOW ... LIKE uses it.
-pub fn like_match(pattern: &str, s: &str) -> bool {
-    fn go(p: &[char], s: &[char]) -> bool {
-        match (p.first(), s.first()) {
-            (None, None) => true,
-            (Some('%'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
-            (Some('_'), Some(_)) => go(&p[1..], &s[1..]),
-            (Some('\\'), Some(c)) if p.len() > 1 => p[1] == *c && go(&p[2..], &s[1..]),
-            (Some(a), Some(b)) => a.eq_ignore_ascii_case(b) && go(&p[1..], &s[1..]),
-            _ => false,
-        }
-    }
-    let p: Vec<char> = pattern.chars().collect();
-    let s: Vec<char> = s.chars().collect();
-    go(&p, &s)
-}
-
 /// Filters SHOW output by LIKE on the first column, or by a WHERE clause
 /// evaluated with DataFusion over the rows.
 async fn filtered(columns: &[&str], rows: Vec<Vec<String>>, filter: &ShowFilter) -> Result<Output> {
@@ -185,7 +168,8 @@ pub(crate) async fn filtered_nullable(
     filter: &ShowFilter,
 ) -> Result<Output> {
     if let Some(p) = &filter.like {
-        rows.retain(|r| r[0].as_deref().is_some_and(|v| like_match(p, v)));
+        let p = tethys_common::like::LikePattern::new(p);
+        rows.retain(|r| r[0].as_deref().is_some_and(|v| p.matches(v)));
     }
     let out = nullable_string_rows(columns, rows)?;
     let Some(w) = &filter.where_sql else {

@@ -1,0 +1,179 @@
+//! Unusual or hostile input through the real interfaces: each gives a clear
+//! error or the right answer, and the server goes on serving.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
+use tethys_sql_tests::{TethysServer, json_field};
+
+fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
+}
+
+async fn rows(c: &mut Conn, sql: &str) -> usize {
+    let r: Vec<mysql_async::Row> = c.query(sql).await.expect(sql);
+    r.len()
+}
+
+/// `SHOW ... LIKE` used a recursive matcher: 100,000 `%` overflowed the
+/// stack and aborted the process; `%a%a...%ab` backtracked exponentially.
+#[tokio::test]
+async fn show_like_takes_any_pattern() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    let all = rows(&mut c, "SHOW VARIABLES").await;
+    let many = "%".repeat(100_000);
+    assert_eq!(
+        rows(&mut c, &format!("SHOW VARIABLES LIKE '{many}'")).await,
+        all
+    );
+    let started = Instant::now();
+    let slow = "%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%ab";
+    assert_eq!(
+        rows(&mut c, &format!("SHOW VARIABLES LIKE '{slow}'")).await,
+        0
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(rows(&mut c, "SHOW VARIABLES LIKE 'batch\\_size'").await, 1);
+}
+
+#[tokio::test]
+async fn number_variables_out_of_range_are_refused_by_name() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    for (name, value) in [
+        ("parallel_pipeline_task_num", "2147483647"),
+        ("query_timeout", "9223372036854775807"),
+        ("runtime_filter_max_in_num", "-1"),
+        ("wait_timeout", "0"),
+    ] {
+        let e = c
+            .query_drop(format!("SET {name} = {value}"))
+            .await
+            .expect_err(name);
+        let msg = e.to_string();
+        assert!(msg.contains("ERROR 1231"), "{msg}");
+        assert!(
+            msg.contains(&format!(
+                "Variable '{name}' can't be set to the value of '{value}'"
+            )),
+            "{msg}"
+        );
+    }
+    let one: Option<i64> = c.query_first("SELECT 1").await.expect("alive");
+    assert_eq!(one, Some(1));
+}
+
+/// Stream Load headers are UTF-8: `columns: 编号, 金额` and a `where` over a
+/// Chinese column used to be read as absent headers (every row loaded,
+/// unmapped); a header that is not UTF-8 is refused by name.
+#[tokio::test]
+async fn stream_load_headers_are_utf8_text() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    tethys_sql_tests::run_all(
+        &mut c,
+        &[
+            "CREATE DATABASE 订单库",
+            "CREATE TABLE 订单库.订单 (编号 INT NOT NULL, 金额 INT) DUPLICATE KEY(编号) \
+             DISTRIBUTED BY HASH(编号) BUCKETS 2",
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("rows.csv");
+    // The file's columns are (amount, id): only `columns` puts them right.
+    std::fs::write(&file, "10,1\n20,2\n30,3\n").expect("write");
+    let file = file.to_string_lossy().to_string();
+    let body = server.stream_load(
+        "订单库",
+        "订单",
+        &file,
+        &[
+            "column_separator: ,",
+            "columns: 金额, 编号",
+            "where: 金额 > 15",
+            "label: 标签_1",
+        ],
+    );
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "Label"), "标签_1", "{body}");
+    let got: Vec<(i64, i64)> = c
+        .query("SELECT 编号, 金额 FROM 订单库.订单 ORDER BY 编号")
+        .await
+        .expect("select");
+    assert_eq!(got, vec![(2, 20), (3, 30)]);
+
+    // A header value of Latin-1 bytes.
+    use std::os::unix::ffi::OsStrExt;
+    let url = format!(
+        "http://127.0.0.1:{}/api/订单库/订单/_stream_load",
+        server.be_http_port
+    );
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-u",
+            "root:",
+            "-T",
+            &file,
+            "-H",
+            "column_separator: ,",
+        ])
+        .arg("-H")
+        .arg(std::ffi::OsStr::from_bytes(b"where: \xe9 > 1"))
+        .arg(&url)
+        .output()
+        .expect("curl");
+    let body = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(json_field(&body, "Status"), "Fail", "{body}");
+    assert!(
+        json_field(&body, "Message")
+            .as_str()
+            .is_some_and(|m| m.contains("the where header is not UTF-8 text")),
+        "{body}"
+    );
+    assert_eq!(rows(&mut c, "SELECT * FROM 订单库.订单").await, 2);
+}
+
+/// `timeout: 9223372036854775807` panicked the BE after the transaction
+/// began (`Instant::now() + timeout`).
+#[tokio::test]
+async fn a_load_timeout_out_of_range_is_refused() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    tethys_sql_tests::run_all(
+        &mut c,
+        &[
+            "CREATE DATABASE d",
+            "CREATE TABLE d.t (id INT NOT NULL) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1",
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("rows.csv");
+    std::fs::write(&file, "1\n2\n").expect("write");
+    let file = file.to_string_lossy().to_string();
+    for t in ["9223372036854775807", "259201", "0", "-3"] {
+        let body = server.stream_load(
+            "d",
+            "t",
+            &file,
+            &[&format!("timeout: {t}"), "label: same_label"],
+        );
+        assert_eq!(json_field(&body, "Status"), "Fail", "{body}");
+        assert!(
+            json_field(&body, "Message").as_str().is_some_and(|m| {
+                m.contains("Timeout should be between 1 and 259200 seconds")
+                    || m.contains("Invalid timeout")
+            }),
+            "{body}"
+        );
+    }
+    // No transaction was begun: the label is still free.
+    let body = server.stream_load("d", "t", &file, &["timeout: 259200", "label: same_label"]);
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(rows(&mut c, "SELECT * FROM d.t").await, 2);
+}
