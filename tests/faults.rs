@@ -9,18 +9,19 @@ use std::time::Duration;
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use tethys_sql_tests::{TethysServer, curl, json_field};
+use tethys_sql_tests::{LoadFixture, TethysServer, assert_load_failed, curl, json_field};
 
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
 }
 
-async fn start(extra: &[&str]) -> TethysServer {
+/// A server with debug points on and an empty table `f.t (id, v)`.
+async fn fixture(extra: &[&str]) -> LoadFixture {
     let mut args = vec!["--enable-debug-points"];
     args.extend_from_slice(extra);
-    TethysServer::start_with_args(&binary(), &args)
-        .await
-        .expect("start")
+    let ddl = "CREATE TABLE f.t (id BIGINT NOT NULL, v INT) DUPLICATE KEY(id) \
+               DISTRIBUTED BY HASH(id) BUCKETS 1";
+    LoadFixture::start(&binary(), &args, "f", "t", &["CREATE DATABASE f", ddl]).await
 }
 
 /// Turns the debug point `name` on (on the BE's HTTP port: FE and BE share
@@ -34,13 +35,9 @@ fn debug_point(server: &TethysServer, name: &str, times: u32) {
     assert_eq!(code, 200, "{body}");
 }
 
-async fn count(c: &mut Conn, sql: &str) -> usize {
-    let rows: Vec<mysql_async::Row> = c.query(sql).await.expect(sql);
-    rows.len()
-}
-
 async fn processlist_len(c: &mut Conn) -> usize {
-    count(c, "SHOW PROCESSLIST").await
+    let rows: Vec<mysql_async::Row> = c.query("SHOW PROCESSLIST").await.expect("processlist");
+    rows.len()
 }
 
 #[tokio::test]
@@ -64,32 +61,28 @@ async fn debug_points_need_the_flag() {
 /// if it had finished: the query answered 4,064 of 10,000 rows as success.
 #[tokio::test]
 async fn a_fragment_stopped_by_a_bug_fails_the_query_never_shortens_it() {
-    let server = start(&[]).await;
-    let mut c = Conn::new(server.opts()).await.expect("connect");
-    tethys_sql_tests::run_all(
-        &mut c,
-        &[
-            "CREATE DATABASE f",
-            "USE f",
-            "CREATE TABLE t (id BIGINT NOT NULL) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1",
-            "INSERT INTO t SELECT number FROM numbers(\"number\" = \"10000\")",
-        ],
-    )
-    .await;
-    assert_eq!(count(&mut c, "SELECT id FROM t").await, 10_000);
-    debug_point(&server, "BeFragment.panic", 1);
-    let r: Result<Vec<mysql_async::Row>, _> = c.query("SELECT id FROM t").await;
+    let f = fixture(&[]).await;
+    let mut c = f.conn().await;
+    c.query_drop("INSERT INTO f.t (id) SELECT number FROM numbers(\"number\" = \"10000\")")
+        .await
+        .expect("insert");
+    assert_eq!(f.count().await, 10_000);
+    debug_point(&f.server, "BeFragment.panic", 1);
+    let r: Result<Vec<mysql_async::Row>, _> = c.query("SELECT id FROM f.t").await;
     let e = r.expect_err("a fragment stopped by a bug must fail its query");
     let msg = e.to_string();
     assert!(msg.contains("ERROR 1105"), "{msg}");
     assert!(msg.contains("debug point BeFragment.panic"), "{msg}");
     // The server and the connection go on.
-    assert_eq!(count(&mut c, "SELECT id FROM t").await, 10_000);
+    let all: Vec<mysql_async::Row> = c.query("SELECT id FROM f.t").await.expect("again");
+    assert_eq!(all.len(), 10_000);
 }
 
 #[tokio::test]
 async fn a_command_stopped_by_a_bug_answers_1105_and_the_session_goes_on() {
-    let server = start(&[]).await;
+    let server = TethysServer::start_with_args(&binary(), &["--enable-debug-points"])
+        .await
+        .expect("start");
     let mut c = Conn::new(server.opts()).await.expect("connect");
     c.query_drop("SET @kept = 7").await.expect("set");
     let before = processlist_len(&mut c).await;
@@ -115,78 +108,46 @@ async fn a_command_stopped_by_a_bug_answers_1105_and_the_session_goes_on() {
 
 #[tokio::test]
 async fn a_load_stopped_by_a_bug_fails_and_frees_its_label() {
-    let server = start(&[]).await;
-    let mut c = Conn::new(server.opts()).await.expect("connect");
-    tethys_sql_tests::run_all(
-        &mut c,
-        &[
-            "CREATE DATABASE f",
-            "CREATE TABLE f.t (id INT NOT NULL, v INT) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 2",
-        ],
-    )
-    .await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let file = dir.path().join("rows.csv");
-    std::fs::write(&file, "1,10\n2,20\n3,30\n").expect("write");
-    let file = file.to_string_lossy().to_string();
+    let f = fixture(&[]).await;
+    let file = f.file("rows.csv", "1,10\n2,20\n3,30\n");
     let headers = ["label: crash_once", "column_separator: ,"];
-    debug_point(&server, "BeStreamLoad.panic", 1);
-    let body = server.stream_load("f", "t", &file, &headers);
-    assert_eq!(json_field(&body, "Status"), "Fail", "{body}");
-    assert!(
-        json_field(&body, "Message")
-            .as_str()
-            .is_some_and(|m| m.contains("the load stopped by a bug")),
-        "{body}"
-    );
-    assert_eq!(count(&mut c, "SELECT * FROM f.t").await, 0);
+    debug_point(&f.server, "BeStreamLoad.panic", 1);
+    assert_load_failed(&f.load(&file, &headers), "the load stopped by a bug");
+    assert_eq!(f.count().await, 0);
     // Its transaction was aborted: the label is free again.
-    let body = server.stream_load("f", "t", &file, &headers);
+    let body = f.load(&file, &headers);
     assert_eq!(json_field(&body, "Status"), "Success", "{body}");
-    assert_eq!(count(&mut c, "SELECT * FROM f.t").await, 3);
+    assert_eq!(f.count().await, 3);
 }
 
 /// A periodic round that panicked used to end its task for good: labels
 /// were never cleaned again, so a finished load's label stayed taken.
 #[tokio::test]
 async fn background_rounds_outlive_a_panic() {
-    let server = start(&[
+    let f = fixture(&[
         "--label-keep-max-second",
         "1",
         "--label-clean-interval-second",
         "1",
     ])
     .await;
-    let mut c = Conn::new(server.opts()).await.expect("connect");
-    tethys_sql_tests::run_all(
-        &mut c,
-        &[
-            "CREATE DATABASE f",
-            "CREATE TABLE f.t (id INT NOT NULL) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1",
-        ],
-    )
-    .await;
-    debug_point(&server, "FeLabelCleaner.panic", 2);
-    c.query_drop("INSERT INTO f.t WITH LABEL again VALUES (1)")
+    let mut c = f.conn().await;
+    debug_point(&f.server, "FeLabelCleaner.panic", 2);
+    c.query_drop("INSERT INTO f.t WITH LABEL again (id) VALUES (1)")
         .await
         .expect("first");
     // Rounds every second: two panic, a later one frees the label.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        match c
-            .query_drop("INSERT INTO f.t WITH LABEL again VALUES (2)")
-            .await
-        {
-            Ok(()) => break,
-            Err(e) => {
-                assert!(e.to_string().contains("already"), "{e}");
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the label was never cleaned: {e}"
-                );
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
+    while let Err(e) = c
+        .query_drop("INSERT INTO f.t WITH LABEL again (id) VALUES (2)")
+        .await
+    {
+        assert!(e.to_string().contains("already"), "{e}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the label was never cleaned: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(count(&mut c, "SELECT * FROM f.t").await, 2);
+    assert_eq!(f.count().await, 2);
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use tethys_sql_tests::{TethysServer, json_field};
+use tethys_sql_tests::{LoadFixture, TethysServer, assert_load_failed, json_field};
 
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
@@ -71,10 +71,11 @@ async fn number_variables_out_of_range_are_refused_by_name() {
 /// unmapped); a header that is not UTF-8 is refused by name.
 #[tokio::test]
 async fn stream_load_headers_are_utf8_text() {
-    let server = TethysServer::start(&binary()).await.expect("start");
-    let mut c = Conn::new(server.opts()).await.expect("connect");
-    tethys_sql_tests::run_all(
-        &mut c,
+    let f = LoadFixture::start(
+        &binary(),
+        &[],
+        "订单库",
+        "订单",
         &[
             "CREATE DATABASE 订单库",
             "CREATE TABLE 订单库.订单 (编号 INT NOT NULL, 金额 INT) DUPLICATE KEY(编号) \
@@ -82,14 +83,9 @@ async fn stream_load_headers_are_utf8_text() {
         ],
     )
     .await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let file = dir.path().join("rows.csv");
     // The file's columns are (amount, id): only `columns` puts them right.
-    std::fs::write(&file, "10,1\n20,2\n30,3\n").expect("write");
-    let file = file.to_string_lossy().to_string();
-    let body = server.stream_load(
-        "订单库",
-        "订单",
+    let file = f.file("rows.csv", "10,1\n20,2\n30,3\n");
+    let body = f.load(
         &file,
         &[
             "column_separator: ,",
@@ -100,7 +96,9 @@ async fn stream_load_headers_are_utf8_text() {
     );
     assert_eq!(json_field(&body, "Status"), "Success", "{body}");
     assert_eq!(json_field(&body, "Label"), "标签_1", "{body}");
-    let got: Vec<(i64, i64)> = c
+    let got: Vec<(i64, i64)> = f
+        .conn()
+        .await
         .query("SELECT 编号, 金额 FROM 订单库.订单 ORDER BY 编号")
         .await
         .expect("select");
@@ -108,10 +106,6 @@ async fn stream_load_headers_are_utf8_text() {
 
     // A header value of Latin-1 bytes.
     use std::os::unix::ffi::OsStrExt;
-    let url = format!(
-        "http://127.0.0.1:{}/api/订单库/订单/_stream_load",
-        server.be_http_port
-    );
     let out = std::process::Command::new("curl")
         .args([
             "-s",
@@ -124,56 +118,39 @@ async fn stream_load_headers_are_utf8_text() {
         ])
         .arg("-H")
         .arg(std::ffi::OsStr::from_bytes(b"where: \xe9 > 1"))
-        .arg(&url)
+        .arg(f.be_url("订单/_stream_load"))
         .output()
         .expect("curl");
-    let body = String::from_utf8_lossy(&out.stdout).to_string();
-    assert_eq!(json_field(&body, "Status"), "Fail", "{body}");
-    assert!(
-        json_field(&body, "Message")
-            .as_str()
-            .is_some_and(|m| m.contains("the where header is not UTF-8 text")),
-        "{body}"
-    );
-    assert_eq!(rows(&mut c, "SELECT * FROM 订单库.订单").await, 2);
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert_load_failed(&body, "the where header is not UTF-8 text");
+    assert_eq!(f.count().await, 2);
 }
 
 /// `timeout: 9223372036854775807` panicked the BE after the transaction
 /// began (`Instant::now() + timeout`).
 #[tokio::test]
 async fn a_load_timeout_out_of_range_is_refused() {
-    let server = TethysServer::start(&binary()).await.expect("start");
-    let mut c = Conn::new(server.opts()).await.expect("connect");
-    tethys_sql_tests::run_all(
-        &mut c,
+    let f = LoadFixture::start(
+        &binary(),
+        &[],
+        "d",
+        "t",
         &[
             "CREATE DATABASE d",
             "CREATE TABLE d.t (id INT NOT NULL) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1",
         ],
     )
     .await;
-    let dir = tempfile::tempdir().expect("tmp");
-    let file = dir.path().join("rows.csv");
-    std::fs::write(&file, "1\n2\n").expect("write");
-    let file = file.to_string_lossy().to_string();
+    let file = f.file("rows.csv", "1\n2\n");
     for t in ["9223372036854775807", "259201", "0", "-3"] {
-        let body = server.stream_load(
-            "d",
-            "t",
-            &file,
-            &[&format!("timeout: {t}"), "label: same_label"],
-        );
-        assert_eq!(json_field(&body, "Status"), "Fail", "{body}");
-        assert!(
-            json_field(&body, "Message").as_str().is_some_and(|m| {
-                m.contains("Timeout should be between 1 and 259200 seconds")
-                    || m.contains("Invalid timeout")
-            }),
-            "{body}"
+        let body = f.load(&file, &[&format!("timeout: {t}"), "label: same_label"]);
+        assert_load_failed(
+            &body,
+            &format!("Invalid timeout: {t}. Timeout should be between 1 and 259200 seconds"),
         );
     }
     // No transaction was begun: the label is still free.
-    let body = server.stream_load("d", "t", &file, &["timeout: 259200", "label: same_label"]);
+    let body = f.load(&file, &["timeout: 259200", "label: same_label"]);
     assert_eq!(json_field(&body, "Status"), "Success", "{body}");
-    assert_eq!(rows(&mut c, "SELECT * FROM d.t").await, 2);
+    assert_eq!(f.count().await, 2);
 }

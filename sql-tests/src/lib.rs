@@ -421,6 +421,16 @@ pub fn curl(args: &[&str]) -> (u16, String) {
     (code.trim().parse().unwrap_or(0), body.to_string())
 }
 
+/// Asserts a Stream Load answered `Status: Fail` with `part` in its message.
+pub fn assert_load_failed(body: &str, part: &str) {
+    assert_eq!(json_field(body, "Status"), "Fail", "{body}");
+    let msg = json_field(body, "Message");
+    assert!(
+        msg.as_str().is_some_and(|m| m.contains(part)),
+        "expected a message with {part:?}: {body}"
+    );
+}
+
 /// A field of a JSON response body (`Null` when absent); panics on non-JSON.
 pub fn json_field(body: &str, name: &str) -> serde_json::Value {
     let v: serde_json::Value =
