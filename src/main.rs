@@ -121,6 +121,14 @@ struct StandaloneArgs {
     /// Never on a server that holds data you care about.
     #[arg(long)]
     enable_debug_points: bool,
+    /// MySQL connections the FE holds at most (Doris' fe.conf
+    /// `qe_max_connection`); beyond, error 1040.
+    #[arg(long, default_value_t = tethys_fe::frontend::MAX_CONNECTIONS)]
+    qe_max_connection: usize,
+    /// MySQL connections one user holds at most (Doris' user property
+    /// `max_user_connections`); beyond, error 1203.
+    #[arg(long, default_value_t = tethys_fe::frontend::MAX_USER_CONNECTIONS)]
+    max_user_connections: usize,
 }
 
 impl Default for StandaloneArgs {
@@ -143,6 +151,8 @@ impl Default for StandaloneArgs {
             compaction_threads: 1,
             max_tablet_version_num: tethys_be::storage::MAX_TABLET_VERSION_NUM,
             enable_debug_points: false,
+            qe_max_connection: tethys_fe::frontend::MAX_CONNECTIONS,
+            max_user_connections: tethys_fe::frontend::MAX_USER_CONNECTIONS,
         }
     }
 }
@@ -215,6 +225,8 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
         label_keep_max_secs: args.label_keep_max_second,
         label_clean_interval_secs: args.label_clean_interval_second,
         auto_analyze_interval_secs: args.auto_analyze_interval_second,
+        max_connections: args.qe_max_connection,
+        max_user_connections: args.max_user_connections,
     };
     let fe = tethys_fe::open(&fe_cfg).await?;
     let mut fe_stop = stop_rx.clone();

@@ -154,3 +154,83 @@ async fn a_load_timeout_out_of_range_is_refused() {
     assert_eq!(json_field(&body, "Status"), "Success", "{body}");
     assert_eq!(f.count().await, 2);
 }
+
+/// Parameters were pasted into the SQL text: `10 -?` bound to -5 became
+/// `10 --5`, a comment, and answered 10.
+#[tokio::test]
+async fn negative_parameters_stay_one_value() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    let stmt = c.prep("SELECT 10 -?").await.expect("prepare");
+    let v: Option<i64> = c.exec_first(&stmt, (-5i64,)).await.expect("exec");
+    assert_eq!(v, Some(15));
+    let v: Option<f64> = c.exec_first(&stmt, (-0.5f64,)).await.expect("exec");
+    assert_eq!(v, Some(10.5));
+    tethys_sql_tests::run_all(&mut c, &["SET @v = -5", "PREPARE s FROM 'SELECT 10 -?'"]).await;
+    let v: Option<i64> = c.query_first("EXECUTE s USING @v").await.expect("execute");
+    assert_eq!(v, Some(15));
+}
+
+/// Connections are bounded in all (`--qe-max-connection`, error 1040) and
+/// per user (`--max-user-connections`, error 1203); a closed connection
+/// frees its place.
+#[tokio::test]
+async fn connections_are_bounded() {
+    let server = TethysServer::start_with_args(
+        &binary(),
+        &["--qe-max-connection", "3", "--max-user-connections", "2"],
+    )
+    .await
+    .expect("start");
+    let as_user = |user: &str| mysql_async::OptsBuilder::from_opts(server.opts()).user(Some(user));
+    let root1 = Conn::new(server.opts()).await.expect("root 1");
+    let _root2 = Conn::new(server.opts()).await.expect("root 2");
+    let e = Conn::new(server.opts()).await.expect_err("a third root");
+    assert!(e.to_string().contains("ERROR 1203"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("User root already has more than 'max_user_connections' active connections"),
+        "{e}"
+    );
+    let _admin = Conn::new(as_user("admin")).await.expect("admin");
+    let e = Conn::new(as_user("admin")).await.expect_err("a fourth");
+    assert!(e.to_string().contains("ERROR 1040"), "{e}");
+    assert!(e.to_string().contains("Too many connections"), "{e}");
+    root1.disconnect().await.expect("disconnect");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut again = loop {
+        match Conn::new(server.opts()).await {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "the place was never freed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let one: Option<i64> = again.query_first("SELECT 1").await.expect("query");
+    assert_eq!(one, Some(1));
+}
+
+/// Before login a packet header claiming 16 MiB made the server allocate
+/// it and wait for the bytes; now it is refused at once.
+#[tokio::test]
+async fn a_huge_packet_before_login_is_refused_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", server.query_port))
+        .await
+        .expect("tcp");
+    let mut greeting = vec![0u8; 4096];
+    let n = s.read(&mut greeting).await.expect("greeting");
+    assert!(n > 4);
+    s.write_all(&[0xff, 0xff, 0xff, 1, b'x'])
+        .await
+        .expect("write");
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(3), s.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the server waited for the claimed bytes");
+    // Others are still served.
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    let one: Option<i64> = c.query_first("SELECT 1").await.expect("query");
+    assert_eq!(one, Some(1));
+}

@@ -220,3 +220,42 @@ async fn ok_eof_and_err_framing_for_each_capability_combination() {
         assert!(msg.contains("missing"), "{msg}");
     }
 }
+
+/// A DECIMAL parameter is a value, never SQL: bound as text `1-- ` it used
+/// to be pasted as `SELECT 1-- , 2`, commenting out the second column.
+#[tokio::test]
+async fn a_decimal_parameter_cannot_comment_out_the_statement() {
+    let server = TethysServer::start(&PathBuf::from(env!("CARGO_BIN_EXE_tethys")))
+        .await
+        .expect("start");
+    let mut w = Wire::connect(server.query_port, DEPRECATE_EOF).await;
+    let mut prepare = vec![0x16u8];
+    prepare.extend_from_slice(b"SELECT ?, 2");
+    w.write_packet(0, &prepare).await;
+    let ok = w.read_packet().await;
+    assert_eq!(ok[0], 0, "prepare OK: {ok:?}");
+    let id = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
+    let columns = u16::from_le_bytes([ok[5], ok[6]]);
+    let params = u16::from_le_bytes([ok[7], ok[8]]);
+    assert_eq!(params, 1);
+    // Parameter and column definitions (no EOFs under DEPRECATE_EOF).
+    for _ in 0..params + columns {
+        w.read_packet().await;
+    }
+    let mut exec = vec![0x17u8];
+    exec.extend_from_slice(&id.to_le_bytes());
+    exec.push(0); // no cursor
+    exec.extend_from_slice(&1u32.to_le_bytes());
+    exec.push(0); // null bitmap
+    exec.push(1); // types follow
+    exec.extend_from_slice(&[0xf6, 0]); // MYSQL_TYPE_NEWDECIMAL
+    exec.push(4);
+    exec.extend_from_slice(b"1-- ");
+    w.write_packet(0, &exec).await;
+    let head = w.read_packet().await;
+    // Either a refusal or a result of both columns; never one column.
+    if head[0] != 0xff {
+        let mut at = 0;
+        assert_eq!(lenenc(&head, &mut at), 2, "columns of the result: {head:?}");
+    }
+}

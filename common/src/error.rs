@@ -66,6 +66,15 @@ pub enum TethysError {
         txn_id: i64,
         status: tethys_proto::TxnStatus,
     },
+    /// The server holds as many connections as it takes (`qe_max_connection`).
+    #[error("Too many connections")]
+    TooManyConnections,
+    /// A user holds as many connections as it may (`max_user_connections`).
+    #[error("User {0} already has more than 'max_user_connections' active connections")]
+    TooManyUserConnections(String),
+    /// A connection holds as many prepared statements as it may.
+    #[error("Can't create more than max_prepared_stmt_count statements (current value: {0})")]
+    TooManyPreparedStatements(usize),
     /// A tablet has too many unmerged versions to take another load (-235).
     #[error("{0}")]
     TooManyVersions(String),
@@ -135,6 +144,9 @@ impl TethysError {
             UnknownCollation(_) => (1273, "HY000"),
             NotSupported(_) => (1235, "42000"),
             LabelAlreadyExists { .. } | TooManyVersions(_) => (1105, "HY000"),
+            TooManyConnections => (1040, "08004"),
+            TooManyUserConnections(_) => (1203, "42000"),
+            TooManyPreparedStatements(_) => (1461, "42000"),
             DataQuality(_) => (5025, "HY000"),
             Cancelled => (1317, "70100"),
             Timeout(_) => (3024, "HY000"),
@@ -155,7 +167,10 @@ impl From<TethysError> for tonic::Status {
             Corruption(_) => tonic::Status::data_loss(msg),
             NotSupported(_) => tonic::Status::unimplemented(msg),
             Analysis(_) | DataQuality(_) | Syntax(_) => tonic::Status::invalid_argument(msg),
-            TooManyVersions(_) => tonic::Status::resource_exhausted(msg),
+            TooManyVersions(_)
+            | TooManyConnections
+            | TooManyUserConnections(_)
+            | TooManyPreparedStatements(_) => tonic::Status::resource_exhausted(msg),
             _ => tonic::Status::internal(msg),
         }
     }

@@ -3,7 +3,7 @@
 //! SHOW PROCESSLIST).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -60,6 +60,36 @@ pub struct Frontend {
     pub queries: AtomicU64,
     /// When this FE started (`SHOW STATUS`' Uptime).
     pub started: Instant,
+    pub limits: ConnLimits,
+}
+
+/// How many connections and prepared statements clients may hold.
+#[derive(Debug)]
+pub struct ConnLimits {
+    /// Connections in all (Doris' fe.conf `qe_max_connection`).
+    pub max_connections: AtomicUsize,
+    /// Connections of one user (Doris' user property `max_user_connections`).
+    pub max_user_connections: AtomicUsize,
+    /// Prepared statements of one connection (MySQL's
+    /// `max_prepared_stmt_count`, here per connection).
+    pub max_prepared_stmts: AtomicUsize,
+}
+
+/// Doris' `qe_max_connection`.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// Doris' default `max_user_connections`.
+pub const MAX_USER_CONNECTIONS: usize = 100;
+/// MySQL's default `max_prepared_stmt_count`.
+pub const MAX_PREPARED_STMTS: usize = 16_382;
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        ConnLimits {
+            max_connections: AtomicUsize::new(MAX_CONNECTIONS),
+            max_user_connections: AtomicUsize::new(MAX_USER_CONNECTIONS),
+            max_prepared_stmts: AtomicUsize::new(MAX_PREPARED_STMTS),
+        }
+    }
 }
 
 impl Frontend {
@@ -76,6 +106,7 @@ impl Frontend {
             started: Instant::now(),
             queries: AtomicU64::new(0),
             connections: AtomicU64::new(0),
+            limits: ConnLimits::default(),
         })
     }
 
@@ -98,8 +129,24 @@ impl Frontend {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Registers a connection under a reserved id.
-    pub fn register_conn_with_id(&self, id: u32, user: &str, host: &str) -> Arc<ConnHandle> {
+    /// Registers a connection under a reserved id, unless the server or
+    /// the user holds as many connections as the limits allow.
+    pub fn register_conn_with_id(
+        &self,
+        id: u32,
+        user: &str,
+        host: &str,
+    ) -> tethys_common::Result<Arc<ConnHandle>> {
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if conns.len() >= self.limits.max_connections.load(Ordering::Relaxed) {
+            return Err(tethys_common::TethysError::TooManyConnections);
+        }
+        let of_user = conns.values().filter(|c| c.user == user).count();
+        if of_user >= self.limits.max_user_connections.load(Ordering::Relaxed) {
+            return Err(tethys_common::TethysError::TooManyUserConnections(
+                user.to_string(),
+            ));
+        }
         let (kill, _) = tokio::sync::watch::channel(0);
         self.connections.fetch_add(1, Ordering::Relaxed);
         let h = Arc::new(ConnHandle {
@@ -111,11 +158,8 @@ impl Frontend {
             kill,
             killed: AtomicBool::new(false),
         });
-        self.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, h.clone());
-        h
+        conns.insert(id, h.clone());
+        Ok(h)
     }
 
     pub fn unregister_conn(&self, id: u32) {

@@ -18,11 +18,16 @@ use tethys_common::{Result, TethysError};
 use crate::executor::{self, Output};
 use crate::frontend::Frontend;
 use crate::session::Session;
-use crate::sql::params::{bind_params, count_placeholders, quote_str};
+use crate::sql::params::{bind_params, count_placeholders, number_literal, quote_str};
 use crate::sql::statement::PrepareSource;
 
-/// `PREPARE name FROM ...`: checks the statement's syntax and keeps it.
-pub fn prepare(session: &mut Session, name: &str, source: PrepareSource) -> Result<()> {
+/// `PREPARE name FROM ...`: checks the statement's syntax and keeps it;
+/// at most `max` per session.
+pub fn prepare(session: &mut Session, name: &str, source: PrepareSource, max: usize) -> Result<()> {
+    let key = name.to_ascii_lowercase();
+    if session.prepared.len() >= max && !session.prepared.contains_key(&key) {
+        return Err(TethysError::TooManyPreparedStatements(max));
+    }
     let text = match source {
         PrepareSource::Text(t) => t,
         PrepareSource::UserVar(v) => match session.user_vars.get(&v) {
@@ -36,7 +41,7 @@ pub fn prepare(session: &mut Session, name: &str, source: PrepareSource) -> Resu
     };
     let n = count_placeholders(&text);
     crate::sql::parse(&bind_params(&text, &vec!["NULL".to_string(); n])?)?;
-    session.prepared.insert(name.to_ascii_lowercase(), text);
+    session.prepared.insert(key, text);
     Ok(())
 }
 
@@ -94,7 +99,7 @@ fn literal(v: &ScalarValue) -> String {
         | ScalarValue::LargeUtf8(Some(s))
         | ScalarValue::Utf8View(Some(s)) => quote_str(s),
         ScalarValue::Boolean(Some(b)) => if *b { "TRUE" } else { "FALSE" }.into(),
-        v if v.data_type().is_numeric() => v.to_string(),
+        v if v.data_type().is_numeric() => number_literal(&v.to_string()),
         other => quote_str(&other.to_string()),
     }
 }
@@ -105,7 +110,7 @@ mod tests {
 
     #[test]
     fn values_become_literals() {
-        assert_eq!(literal(&ScalarValue::Int64(Some(-3))), "-3");
+        assert_eq!(literal(&ScalarValue::Int64(Some(-3))), "(-3)");
         assert_eq!(literal(&ScalarValue::Utf8(Some("it's".into()))), "'it''s'");
         assert_eq!(
             literal(&ScalarValue::Decimal128(Some(1234), 10, 2)),
@@ -118,10 +123,19 @@ mod tests {
     #[test]
     fn prepare_checks_and_keeps_the_text() {
         let mut s = Session::new(1, "root".into(), "h".into());
-        prepare(&mut s, "q", PrepareSource::Text("SELECT ? + 1".into())).unwrap();
+        let text = |t: &str| PrepareSource::Text(t.into());
+        prepare(&mut s, "q", text("SELECT ? + 1"), 2).unwrap();
         assert!(s.prepared.contains_key("q"));
-        assert!(prepare(&mut s, "bad", PrepareSource::Text("SELEC 1".into())).is_err());
-        assert!(prepare(&mut s, "v", PrepareSource::UserVar("none".into())).is_err());
+        assert!(prepare(&mut s, "bad", text("SELEC 1"), 2).is_err());
+        assert!(prepare(&mut s, "v", PrepareSource::UserVar("none".into()), 2).is_err());
+        // At most two; preparing a name again replaces it.
+        prepare(&mut s, "r", text("SELECT 2"), 2).unwrap();
+        prepare(&mut s, "r", text("SELECT 3"), 2).unwrap();
+        assert!(matches!(
+            prepare(&mut s, "t", text("SELECT 4"), 2),
+            Err(TethysError::TooManyPreparedStatements(2))
+        ));
+        deallocate(&mut s, "R").unwrap();
         deallocate(&mut s, "Q").unwrap();
         assert!(deallocate(&mut s, "q").is_err());
     }

@@ -32,7 +32,8 @@ pub(super) async fn execute(
             Ok(ok())
         }
         Statement::Prepare { name, source } => {
-            super::prepared::prepare(session, &name, source)?;
+            let max = fe.limits.max_prepared_stmts.load(std::sync::atomic::Ordering::Relaxed);
+            super::prepared::prepare(session, &name, source, max)?;
             Ok(ok())
         }
         Statement::ExecutePrepared { name, using } => {

@@ -8,12 +8,18 @@ const MAX_PAYLOAD: usize = 0xff_ffff;
 /// Largest logical packet accepted from a client (multi-packet bodies included).
 pub const MAX_CLIENT_PACKET: usize = 64 << 20;
 
+/// Largest packet accepted before a client has logged in: a handshake
+/// response is a few hundred bytes.
+pub const MAX_LOGIN_PACKET: usize = 64 << 10;
+
 /// Reads and writes MySQL packets on one connection.
 pub struct PacketIo<S> {
     stream: S,
     /// Sequence id of the next packet to write.
     pub seq: u8,
     out: Vec<u8>,
+    /// The largest logical packet [`PacketIo::read_packet`] accepts.
+    pub max_packet: usize,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
@@ -22,10 +28,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             stream,
             seq: 0,
             out: Vec::with_capacity(1 << 16),
+            max_packet: MAX_LOGIN_PACKET,
         }
     }
 
     /// Reads one logical packet. `Ok(None)` on a clean EOF between packets.
+    /// Memory grows with the bytes that arrive, not with the length a
+    /// header claims.
     pub async fn read_packet(&mut self) -> std::io::Result<Option<Vec<u8>>> {
         let mut payload = Vec::new();
         loop {
@@ -39,15 +48,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             }
             let len = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], 0]) as usize;
             self.seq = hdr[3].wrapping_add(1);
-            if payload.len() + len > MAX_CLIENT_PACKET {
+            if payload.len() + len > self.max_packet {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
-                    format!("packet larger than {MAX_CLIENT_PACKET} bytes"),
+                    format!("packet larger than {} bytes", self.max_packet),
                 ));
             }
-            let start = payload.len();
-            payload.resize(start + len, 0);
-            self.stream.read_exact(&mut payload[start..]).await?;
+            let got = (&mut self.stream)
+                .take(len as u64)
+                .read_to_end(&mut payload)
+                .await?;
+            if got < len {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
             if len < MAX_PAYLOAD {
                 return Ok(Some(payload));
             }
@@ -94,6 +107,7 @@ mod tests {
         let (a, b) = tokio::io::duplex(1 << 20);
         let mut w = PacketIo::new(a);
         let mut r = PacketIo::new(b);
+        r.max_packet = MAX_CLIENT_PACKET;
         let big = vec![7u8; MAX_PAYLOAD + 10];
         let writer = tokio::spawn(async move {
             w.write_packet(&big);
@@ -106,5 +120,22 @@ mod tests {
         assert_eq!(r.read_packet().await.unwrap().unwrap(), b"x");
         drop(writer.await.unwrap());
         assert!(r.read_packet().await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_packet_over_the_limit_is_refused_before_its_bytes_arrive() {
+        use tokio::io::AsyncWriteExt;
+        let (mut a, b) = tokio::io::duplex(1 << 10);
+        let mut r = PacketIo::new(b);
+        // A header claiming 16 MiB and nothing after it: refused at once.
+        a.write_all(&[0xff, 0xff, 0xff, 0]).await.unwrap();
+        let e = r.read_packet().await.unwrap_err();
+        assert!(e.to_string().contains("larger than 65536 bytes"), "{e}");
+        // A packet cut short is an error, not a shorter packet.
+        let (mut a, b) = tokio::io::duplex(1 << 10);
+        let mut r = PacketIo::new(b);
+        a.write_all(&[10, 0, 0, 0, 1, 2, 3]).await.unwrap();
+        drop(a);
+        assert!(r.read_packet().await.is_err());
     }
 }

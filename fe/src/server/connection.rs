@@ -17,7 +17,7 @@ use crate::mysql::packet::PacketIo;
 use crate::mysql::proto::*;
 use crate::mysql::value::{RowEncoder, column_def};
 use crate::session::Session;
-use crate::sql::params::{bind_params, count_placeholders, quote_str};
+use crate::sql::params::{bind_params, count_placeholders, number_literal, quote_str};
 use crate::sql::{self, Statement};
 
 /// How long a client may take to complete the handshake.
@@ -141,13 +141,22 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             }
         }
     }
-    let handle = fe.register_conn_with_id(conn_id, &hs.user, &host);
+    let handle = match fe.register_conn_with_id(conn_id, &hs.user, &host) {
+        Ok(h) => h,
+        Err(e) => {
+            let (code, state) = e.mysql_code();
+            io.write_packet(&err_packet(code, state, &e.to_string()));
+            let _ = io.flush().await;
+            return;
+        }
+    };
     let _registered = Registered {
         fe: fe.clone(),
         id: conn_id,
     };
     *handle.db.lock().unwrap_or_else(|p| p.into_inner()) = session.database.clone();
     let caps = hs.capabilities & SERVER_CAPABILITIES;
+    io.max_packet = crate::mysql::packet::MAX_CLIENT_PACKET;
     io.write_packet(&ok_packet(0, 0, SERVER_STATUS_AUTOCOMMIT, caps));
     if io.flush().await.is_err() {
         return;
@@ -183,19 +192,19 @@ fn int_param(r: &mut Reader<'_>, bytes: usize, unsigned: bool) -> Result<String,
 fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malformed> {
     use crate::mysql::value::*;
     Ok(match ty {
-        T_TINY => int_param(r, 1, unsigned)?,
-        T_SHORT | T_YEAR => int_param(r, 2, unsigned)?,
-        T_LONG | T_INT24 => int_param(r, 4, unsigned)?,
-        T_LONGLONG => int_param(r, 8, unsigned)?,
+        T_TINY => number_literal(&int_param(r, 1, unsigned)?),
+        T_SHORT | T_YEAR => number_literal(&int_param(r, 2, unsigned)?),
+        T_LONG | T_INT24 => number_literal(&int_param(r, 4, unsigned)?),
+        T_LONGLONG => number_literal(&int_param(r, 8, unsigned)?),
         T_FLOAT => {
             let b = r.take(4)?;
-            f32::from_le_bytes([b[0], b[1], b[2], b[3]]).to_string()
+            number_literal(&f32::from_le_bytes([b[0], b[1], b[2], b[3]]).to_string())
         }
         T_DOUBLE => {
             let b = r.take(8)?;
             let mut a = [0u8; 8];
             a.copy_from_slice(b);
-            f64::from_le_bytes(a).to_string()
+            number_literal(&f64::from_le_bytes(a).to_string())
         }
         T_DATE | T_DATETIME | T_TIMESTAMP => {
             let n = r.u8()? as usize;
@@ -238,17 +247,7 @@ fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malf
             ))
         }
         T_NULL => "NULL".into(),
-        T_NEWDECIMAL | T_DECIMAL => {
-            let b = r.lenenc_bytes()?;
-            let s = String::from_utf8_lossy(b).to_string();
-            if s.chars().all(|c| {
-                c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'
-            }) {
-                s
-            } else {
-                quote_str(&s)
-            }
-        }
+        T_NEWDECIMAL | T_DECIMAL => number_literal(&String::from_utf8_lossy(r.lenenc_bytes()?)),
         _ => {
             let b = r.lenenc_bytes()?;
             match std::str::from_utf8(b) {
@@ -424,6 +423,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
     /// the binary rows of COM_STMT_EXECUTE with these; announcing none made
     /// MariaDB Connector/ODBC's SQLColumns crash in mysql_stmt_store_result.
     async fn prepare(&mut self, sql: String) {
+        let max = self
+            .fe
+            .limits
+            .max_prepared_stmts
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if self.stmts.len() >= max {
+            self.send_err(&TethysError::TooManyPreparedStatements(max));
+            return;
+        }
         if let Err(e) = sql::parse(&sql) {
             // Placeholders make some statements unparsable until bound; only
             // reject what can never become valid.
@@ -435,6 +443,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
         let id = self.next_stmt;
         self.next_stmt += 1;
         let params = count_placeholders(&sql);
+        if params > u16::MAX as usize {
+            self.send_err(&TethysError::Analysis(format!(
+                "Prepared statement contains too many placeholders ({params}; at most {})",
+                u16::MAX
+            )));
+            return;
+        }
         let columns = match bind_params(&sql, &vec!["NULL".to_string(); params]) {
             Ok(bound) => executor::result_schema(&self.fe, &self.session, &bound)
                 .await

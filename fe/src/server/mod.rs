@@ -44,6 +44,9 @@ pub struct FrontendConfig {
     /// How often tables are checked for missing or stale column statistics
     /// and analyzed (Doris' auto analyze), seconds; 0 turns it off.
     pub auto_analyze_interval_secs: u64,
+    /// MySQL connections in all, and of one user.
+    pub max_connections: usize,
+    pub max_user_connections: usize,
 }
 
 /// Opens the catalog and brings backends in line with it.
@@ -79,6 +82,14 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
     let fe = Frontend::new(catalog);
     crate::executor::ensure_all_tablets(&fe).await?;
     fe.txn.recover().await?;
+    let limits = &fe.limits;
+    limits
+        .max_connections
+        .store(cfg.max_connections, std::sync::atomic::Ordering::Relaxed);
+    limits.max_user_connections.store(
+        cfg.max_user_connections,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     Ok(fe)
 }
 
