@@ -129,6 +129,10 @@ struct StandaloneArgs {
     /// `max_user_connections`); beyond, error 1203.
     #[arg(long, default_value_t = tethys_fe::frontend::MAX_USER_CONNECTIONS)]
     max_user_connections: usize,
+    /// Largest Stream Load body, MB, counted both as it arrives and as it
+    /// decompresses (Doris' be.conf `streaming_load_max_mb`).
+    #[arg(long, default_value_t = 10_240)]
+    streaming_load_max_mb: u64,
 }
 
 impl Default for StandaloneArgs {
@@ -153,6 +157,7 @@ impl Default for StandaloneArgs {
             enable_debug_points: false,
             qe_max_connection: tethys_fe::frontend::MAX_CONNECTIONS,
             max_user_connections: tethys_fe::frontend::MAX_USER_CONNECTIONS,
+            streaming_load_max_mb: 10_240,
         }
     }
 }
@@ -203,6 +208,7 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
             ..Default::default()
         },
         max_tablet_versions: args.max_tablet_version_num,
+        max_body_bytes: args.streaming_load_max_mb.saturating_mul(1 << 20),
     };
     let backend = tethys_be::Backend::open(&be_cfg)?;
     // Listening before the FE opens: the FE's first calls reach the BE.

@@ -234,3 +234,47 @@ async fn a_huge_packet_before_login_is_refused_at_once() {
     let one: Option<i64> = c.query_first("SELECT 1").await.expect("query");
     assert_eq!(one, Some(1));
 }
+
+/// A gzip bomb (a small body that expands past `streaming_load_max_mb`)
+/// is refused at the limit, counted on the decompressed bytes; nothing of
+/// it is loaded.
+#[tokio::test]
+async fn a_compression_bomb_is_refused_at_the_limit() {
+    let f = LoadFixture::start(
+        &binary(),
+        &["--streaming-load-max-mb", "8"],
+        "d",
+        "t",
+        &[
+            "CREATE DATABASE d",
+            "CREATE TABLE d.t (id INT NOT NULL) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1",
+        ],
+    )
+    .await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let plain = dir.path().join("bomb.csv");
+    std::fs::write(&plain, "1\n".repeat(16 << 20)).expect("write");
+    let gz = std::process::Command::new("gzip")
+        .arg("-k")
+        .arg(&plain)
+        .status()
+        .expect("gzip");
+    assert!(gz.success());
+    let bomb = format!("{}.gz", plain.display());
+    assert!(std::fs::metadata(&bomb).expect("gz").len() < 1 << 20);
+    let body = f.load(&bomb, &["compress_type: gz"]);
+    assert_load_failed(
+        &body,
+        "the decompressed body exceeds streaming_load_max_mb (8 MB)",
+    );
+    assert_eq!(f.count().await, 0);
+    let small = f.file("small.csv", "1\n2\n3\n");
+    let gz = std::process::Command::new("gzip")
+        .arg(&small)
+        .status()
+        .expect("gzip");
+    assert!(gz.success());
+    let body = f.load(&format!("{small}.gz"), &["compress_type: gz"]);
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(f.count().await, 3);
+}

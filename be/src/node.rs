@@ -35,6 +35,9 @@ pub struct BackendConfig {
     pub compaction: crate::storage::CompactionConfig,
     /// Versions a tablet may hold before loads are refused.
     pub max_tablet_versions: usize,
+    /// Bytes a Stream Load body may hold, compressed and decompressed
+    /// (Doris' `streaming_load_max_mb`).
+    pub max_body_bytes: u64,
 }
 
 /// A running backend's shared state.
@@ -98,11 +101,10 @@ impl Backend {
         Ok(Arc::new(Backend {
             engine,
             executor,
-            loads: Arc::new(LoadContext::new(
-                cfg.root.clone(),
-                cfg.http_addr,
-                fe_channel,
-            )),
+            loads: Arc::new(
+                LoadContext::new(cfg.root.clone(), cfg.http_addr, fe_channel)
+                    .with_max_body_bytes(cfg.max_body_bytes),
+            ),
             exec_runtime: Some(exec_runtime),
             started_ms: chrono::Utc::now().timestamp_millis(),
         }))

@@ -26,6 +26,8 @@ pub struct LoadContext {
     pub pool: Arc<BackendPool>,
     /// Open group commits, by table.
     pub group_commits: GroupCommits,
+    /// Bytes a body may hold, compressed and decompressed.
+    pub max_body_bytes: u64,
     fe_channel: Option<Channel>,
 }
 
@@ -36,8 +38,15 @@ impl LoadContext {
             http_addr,
             pool: Default::default(),
             group_commits: Default::default(),
+            max_body_bytes: super::decompress::MAX_BODY_BYTES,
             fe_channel,
         }
+    }
+
+    /// Bounds a load's body to `bytes`, compressed and decompressed.
+    pub fn with_max_body_bytes(mut self, bytes: u64) -> Self {
+        self.max_body_bytes = bytes;
+        self
     }
 
     /// A client of the FE service, when this backend knows its FE.

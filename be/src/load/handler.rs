@@ -11,7 +11,6 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use serde::Serialize;
 use tethys_common::config::ROWS_PER_PAGE;
 use tethys_common::routing::Router;
@@ -28,8 +27,7 @@ use super::group_commit::{GroupLoad, GroupMode};
 use super::options::LoadOptions;
 use super::parse::{BadRow, RowBlock, RowSink, RowSplitter};
 
-/// Largest body accepted (Doris' `streaming_load_max_mb`, 10 GB).
-const MAX_BODY_BYTES: u64 = 10 << 30;
+use super::decompress::PlainBody;
 /// Bad rows kept in an error log.
 const MAX_ERROR_LOG_ROWS: usize = 1000;
 
@@ -533,8 +531,9 @@ async fn run_load(
         unselected: 0,
     };
     let read_start = Instant::now();
-    let mut bytes = 0u64;
-    let read = load.read_body(opts, names, body, &mut bytes).await;
+    let limit = be.max_body_bytes;
+    let mut body = PlainBody::new(body.into_data_stream(), opts.compress, limit).await;
+    let read = load.read_body(opts, names, &mut body).await;
     let read_ms = read_start.elapsed().as_millis() as u64;
     if let Err(e) = read {
         // Let writes already sent finish before the caller aborts, so none
@@ -556,7 +555,7 @@ async fn run_load(
     };
     resp.read_ms = read_ms;
     resp.write_ms = write_ms;
-    resp.load_bytes = bytes;
+    resp.load_bytes = body.arrived;
     resp.total_rows = load.total;
     resp.loaded_rows = load.loaded;
     resp.filtered_rows = load.error_count;
@@ -581,59 +580,32 @@ async fn run_load(
 
 impl Load {
     /// Streams the body through decompression, row splitting and
-    /// conversion into the sink, within the load's timeout and size limit;
-    /// `bytes` counts what arrived.
+    /// conversion into the sink, within the load's timeout.
     async fn read_body(
         &mut self,
         opts: &LoadOptions,
         names: Vec<String>,
-        body: Body,
-        bytes: &mut u64,
+        body: &mut PlainBody,
     ) -> Result<()> {
         let mut splitter = RowSplitter::new(opts.clone(), names);
         let timeout = load_timeout(opts);
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut stream = body.into_data_stream();
         let mut block = RowBlock::default();
         let mut bad: Vec<BadRow> = vec![];
-        let mut decompressor = opts.compress.map(super::decompress::Decompressor::new);
         loop {
-            let next = tokio::time::timeout_at(deadline, stream.next())
+            let next = tokio::time::timeout_at(deadline, body.next())
                 .await
-                .map_err(|_| TethysError::Timeout(timeout.as_secs()))?;
+                .map_err(|_| TethysError::Timeout(timeout.as_secs()));
             let mut out = RowSink {
                 block: &mut block,
                 bad: &mut bad,
             };
-            let ended = match next {
-                Some(Ok(chunk)) => {
-                    *bytes += chunk.len() as u64;
-                    if *bytes > MAX_BODY_BYTES {
-                        return Err(TethysError::DataQuality(format!(
-                            "body exceed max size: {MAX_BODY_BYTES}, data: {bytes}"
-                        )));
-                    }
-                    match decompressor.as_mut() {
-                        Some(d) => {
-                            for plain in d.push(chunk).await? {
-                                splitter.feed(&plain, &mut out)?;
-                            }
-                        }
-                        None => splitter.feed(&chunk, &mut out)?,
-                    }
+            let ended = match next?? {
+                Some(chunk) => {
+                    splitter.feed(&chunk, &mut out)?;
                     false
                 }
-                Some(Err(e)) => {
-                    return Err(TethysError::Backend(format!(
-                        "reading the request body failed (client gone?): {e}"
-                    )));
-                }
                 None => {
-                    if let Some(d) = decompressor.take() {
-                        for plain in d.finish().await? {
-                            splitter.feed(&plain, &mut out)?;
-                        }
-                    }
                     splitter.finish(&mut out)?;
                     true
                 }

@@ -208,47 +208,72 @@ pub fn split_csv_enclosed(
     }
 }
 
-/// End of the next line at or after `from`, skipping delimiters inside
-/// `enclose` quotes; `None` if the line is not complete yet.
+/// Where the search for a line's end stopped: the next line's end is
+/// looked for from here when more bytes arrive, so a long line is scanned
+/// once, not again with every chunk.
+#[derive(Debug, Clone, Copy, Default)]
+struct LineScan {
+    /// Offset in the unfinished bytes to look from next.
+    pos: usize,
+    /// Inside an `enclose` quote at `pos`.
+    in_quote: bool,
+}
+
+/// End of the line that starts at `from`, skipping delimiters inside
+/// `enclose` quotes and resuming where `scan` stopped; `None` if the line
+/// is not complete yet (`scan` then says where to go on).
 fn find_line_end(
     buf: &[u8],
     delim: &[u8],
     sep: &[u8],
     from: usize,
+    scan: &mut LineScan,
     enclose: Option<u8>,
     escape: Option<u8>,
 ) -> Option<usize> {
+    let mut i = scan.pos.max(from);
     let Some(q) = enclose else {
-        return find(buf, delim, from);
+        let found = find(buf, delim, i);
+        // A delimiter may straddle the end: look again at its first bytes.
+        scan.pos = found.unwrap_or(buf.len().saturating_sub(delim.len() - 1).max(i));
+        return found;
     };
-    let mut in_quote = false;
-    let mut i = from;
-    let mut field_start = true;
-    while i < buf.len() {
-        let b = buf[i];
+    let mut in_quote = scan.in_quote;
+    let stop = loop {
+        let Some(&b) = buf.get(i) else {
+            break i;
+        };
         if in_quote {
             if Some(b) == escape {
+                if i + 1 >= buf.len() {
+                    break i;
+                }
                 i += 2;
                 continue;
             }
-            if b == q {
-                in_quote = false;
-            }
+            in_quote = b != q;
             i += 1;
             continue;
         }
+        let field_start = i == from || buf[from..i].ends_with(sep);
         if b == q && field_start {
             in_quote = true;
-            field_start = false;
             i += 1;
             continue;
         }
         if buf[i..].starts_with(delim) {
+            *scan = LineScan::default();
             return Some(i);
         }
+        if buf.len() - i < delim.len() && delim.starts_with(&buf[i..]) {
+            break i;
+        }
         i += 1;
-        field_start = buf[from..i].ends_with(sep);
-    }
+    };
+    *scan = LineScan {
+        pos: stop,
+        in_quote,
+    };
     None
 }
 
@@ -378,10 +403,20 @@ pub fn json_row(
 pub struct RowSplitter {
     opts: LoadOptions,
     names: Vec<String>,
+    /// The unfinished line (a line split across chunks).
     buf: Vec<u8>,
+    /// Where the search for its end goes on.
+    scan: LineScan,
+    /// The longest line taken ([`MAX_LINE_BYTES`]).
+    max_line: usize,
+    /// Dropping the rest of a longer line.
+    dropping: bool,
     skipped: usize,
     json_whole: Vec<u8>,
 }
+
+/// The longest line a load takes; a longer one is a filtered row.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// Where rows of a chunk go: good rows, and lines that are not rows.
 pub struct RowSink<'a> {
@@ -465,6 +500,9 @@ impl RowSplitter {
             opts,
             names,
             buf: Vec::new(),
+            scan: LineScan::default(),
+            max_line: MAX_LINE_BYTES,
+            dropping: false,
             skipped: 0,
             json_whole: Vec::new(),
         }
@@ -486,6 +524,16 @@ impl RowSplitter {
             self.json_whole.extend_from_slice(chunk);
             return Ok(());
         }
+        let delim = &self.opts.line_delimiter;
+        let mut chunk = chunk;
+        if self.dropping {
+            // The rest of an overlong line, up to its end.
+            let Some(end) = find(chunk, delim, 0) else {
+                return Ok(());
+            };
+            self.dropping = false;
+            chunk = &chunk[end + delim.len()..];
+        }
         // Lines wholly inside the chunk are cut from it directly; only a
         // line split across chunks is copied into `buf`.
         let data: &[u8] = if self.buf.is_empty() {
@@ -494,13 +542,13 @@ impl RowSplitter {
             self.buf.extend_from_slice(chunk);
             &self.buf
         };
-        let delim = &self.opts.line_delimiter;
         let mut start = 0;
         while let Some(end) = find_line_end(
             data,
             delim,
             &self.opts.column_separator,
             start,
+            &mut self.scan,
             self.opts.enclose,
             self.opts.escape,
         ) {
@@ -511,6 +559,18 @@ impl RowSplitter {
             }
             start = end + delim.len();
         }
+        if data.len() - start > self.max_line {
+            let head = &data[start..(start + 100).min(data.len())];
+            out.bad.push((
+                format!("the line is longer than {} bytes", self.max_line),
+                format!("{}...", String::from_utf8_lossy(head)),
+            ));
+            self.buf.clear();
+            self.scan = LineScan::default();
+            self.dropping = true;
+            return Ok(());
+        }
+        self.scan.pos = self.scan.pos.saturating_sub(start);
         if self.buf.is_empty() {
             self.buf.extend_from_slice(&chunk[start..]);
         } else {
@@ -532,7 +592,7 @@ impl RowSplitter {
             return json_document(&self.opts, &self.names, &v, out);
         }
         let rest = std::mem::take(&mut self.buf);
-        if !rest.is_empty() {
+        if !rest.is_empty() && !self.dropping {
             if self.skipped < self.opts.skip_lines {
                 self.skipped += 1;
             } else {
@@ -620,6 +680,69 @@ mod tests {
         let (rows, bad) = run(&mut s, &[b"{\"data\": {\"k\": 5}}\n{\"other\": 1}\n"]);
         assert_eq!(rows, vec![vec![Some("5".to_string())]]);
         assert_eq!(bad[0].0, "JSON Root not found.");
+    }
+
+    /// Bytes fed one chunk of `n` at a time.
+    fn in_chunks(data: &[u8], n: usize) -> Vec<&[u8]> {
+        data.chunks(n).collect()
+    }
+
+    #[test]
+    fn lines_split_anywhere_across_chunks() {
+        let mut o = opts(Format::Csv);
+        o.skip_lines = 0;
+        o.column_separator = b",".to_vec();
+        o.line_delimiter = b"\r\n".to_vec();
+        o.enclose = Some(b'"');
+        o.escape = Some(b'\\');
+        let data = b"\"x,\r\n y\",1\r\n\"q\\\"\r\n\",2\r\nz,3\r\n";
+        for n in [1, 2, 3, 5, 64] {
+            let mut s = RowSplitter::new(o.clone(), vec![]);
+            let (rows, bad) = run(&mut s, &in_chunks(data, n));
+            assert!(bad.is_empty(), "{n}: {bad:?}");
+            assert_eq!(rows.len(), 3, "{n}: {rows:?}");
+            assert_eq!(rows[0][1], Some("1".into()), "{n}");
+            assert_eq!(rows[2], vec![Some("z".into()), Some("3".into())], "{n}");
+        }
+    }
+
+    /// A line without its delimiter used to be scanned again from its start
+    /// with every chunk: quadratic in the line.
+    #[test]
+    fn a_long_line_is_scanned_once() {
+        let mut line = vec![b'a'; 4 << 20];
+        line.extend_from_slice(b"\nb\n");
+        for enclose in [None, Some(b'"')] {
+            let mut o = opts(Format::Csv);
+            o.skip_lines = 0;
+            o.enclose = enclose;
+            let mut s = RowSplitter::new(o, vec![]);
+            let started = std::time::Instant::now();
+            let (rows, _) = run(&mut s, &in_chunks(&line, 512));
+            assert_eq!(rows.len(), 2);
+            assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        }
+    }
+
+    #[test]
+    fn an_overlong_line_is_a_filtered_row() {
+        let mut o = opts(Format::Csv);
+        o.skip_lines = 0;
+        let mut s = RowSplitter::new(o, vec![]);
+        s.max_line = 1000;
+        let mut data = b"ok\n".to_vec();
+        data.extend(vec![b'x'; 5000]);
+        data.extend_from_slice(b"\nafter\n");
+        let (rows, bad) = run(&mut s, &in_chunks(&data, 300));
+        assert_eq!(
+            rows,
+            vec![
+                vec![Some("ok".to_string())],
+                vec![Some("after".to_string())]
+            ]
+        );
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].0, "the line is longer than 1000 bytes");
     }
 
     #[test]
