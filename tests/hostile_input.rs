@@ -127,9 +127,10 @@ async fn stream_load_headers_are_utf8_text() {
 }
 
 /// `timeout: 9223372036854775807` panicked the BE after the transaction
-/// began (`Instant::now() + timeout`).
+/// began (`Instant::now() + timeout`); `timezone` and the like were read
+/// as if absent.
 #[tokio::test]
-async fn a_load_timeout_out_of_range_is_refused() {
+async fn load_headers_out_of_range_or_not_acted_on_are_refused() {
     let f = LoadFixture::start(
         &binary(),
         &[],
@@ -142,6 +143,17 @@ async fn a_load_timeout_out_of_range_is_refused() {
     )
     .await;
     let file = f.file("rows.csv", "1\n2\n");
+    // Doris headers Tethys does not act on are refused, not ignored.
+    for h in [
+        "timezone: Asia/Tokyo",
+        "exec_mem_limit: 100",
+        "function_column.sequence_col: id",
+        "hidden_columns: __DORIS_DELETE_SIGN__",
+    ] {
+        let name = h.split(':').next().unwrap_or_default();
+        let body = f.load(&file, &[h, "label: same_label"]);
+        assert_load_failed(&body, &format!("the {name} header is not supported yet"));
+    }
     for t in ["9223372036854775807", "259201", "0", "-3"] {
         let body = f.load(&file, &[&format!("timeout: {t}"), "label: same_label"]);
         assert_load_failed(

@@ -136,6 +136,7 @@ pub(super) async fn run_query_as(
             TethysError::NotSupported("this statement is not supported".into()),
         ),
         _ => {
+            let plan = with_select_limit(plan, session.vars.sql_select_limit())?;
             let names = output_names(&plan);
             let df = ctx.execute_logical_plan(plan).await?;
             let stream = if session.vars.enable_profile() {
@@ -290,4 +291,15 @@ fn output_names(plan: &datafusion::logical_expr::LogicalPlan) -> Vec<String> {
         .iter()
         .map(|f| f.name().clone())
         .collect()
+}
+
+/// A query's plan under `sql_select_limit` (MySQL's: at most that many rows
+/// of a SELECT that has no LIMIT of its own).
+fn with_select_limit(plan: LogicalPlan, limit: u64) -> Result<LogicalPlan> {
+    if limit >= i64::MAX as u64 || matches!(plan, LogicalPlan::Limit(_)) {
+        return Ok(plan);
+    }
+    Ok(datafusion::logical_expr::LogicalPlanBuilder::from(plan)
+        .limit(0, Some(limit as usize))?
+        .build()?)
 }

@@ -593,11 +593,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
             }
         };
         let is_insert = matches!(stmt, Statement::Insert { .. });
-        let timeout = std::time::Duration::from_secs(if is_insert {
-            self.session.vars.insert_timeout_secs()
+        let timeout = if is_insert {
+            std::time::Duration::from_secs(self.session.vars.insert_timeout_secs())
         } else {
-            self.session.vars.query_timeout_secs()
-        });
+            self.session.vars.query_timeout()
+        };
         let mut kill = self.handle.kill_signal();
         kill.borrow_and_update();
         let fe = self.fe.clone();

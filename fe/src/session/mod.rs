@@ -42,6 +42,10 @@ const fn ro(name: &'static str, default: &'static str, kind: Kind) -> VarDef {
     }
 }
 
+/// Variables Tethys takes only at their default: their Doris effect (a
+/// default LIMIT under ORDER BY, the scale of a division) is not built yet.
+const DEFAULT_ONLY_VARS: &[&str] = &["default_order_by_limit", "div_precision_increment"];
+
 /// The values a number variable may take: MySQL's and Doris' bounds, and
 /// ours where a bigger value would exhaust the server (a pipeline of 2^31
 /// tasks) or a negative one would mean nothing.
@@ -300,6 +304,12 @@ impl Variables {
                 }
             }
         };
+        if DEFAULT_ONLY_VARS.contains(&d.name) && value != d.default {
+            return Err(TethysError::NotSupported(format!(
+                "SET {} = {value} is not supported yet (only its default, {}, is)",
+                d.name, d.default
+            )));
+        }
         self.store(d, value)
     }
 
@@ -342,6 +352,21 @@ impl Variables {
 
     pub fn query_timeout_secs(&self) -> u64 {
         self.number("query_timeout", 900)
+    }
+
+    /// Rows a SELECT without a LIMIT returns at most.
+    pub fn sql_select_limit(&self) -> u64 {
+        self.number("sql_select_limit", i64::MAX as u64)
+    }
+
+    /// How long a query may run: `query_timeout`, or `max_execution_time`
+    /// (milliseconds; 0 for none) when that is shorter.
+    pub fn query_timeout(&self) -> std::time::Duration {
+        let timeout = std::time::Duration::from_secs(self.query_timeout_secs());
+        match self.number("max_execution_time", 0u64) {
+            0 => timeout,
+            ms => timeout.min(std::time::Duration::from_millis(ms)),
+        }
     }
 
     pub fn insert_timeout_secs(&self) -> u64 {
@@ -499,6 +524,11 @@ mod tests {
             assert!(int_bounds(d.name).contains(&n), "{}", d.name);
             v.set(d.name, d.default).unwrap();
         }
+        assert!(matches!(
+            v.set("div_precision_increment", "6"),
+            Err(TethysError::NotSupported(_))
+        ));
+        v.set("default_order_by_limit", "-1").unwrap();
         for (name, value) in [
             ("parallel_pipeline_task_num", "2147483647"),
             ("query_timeout", "9223372036854775807"),

@@ -351,10 +351,8 @@ fn options_of(
     for (k, v) in &ct.properties {
         let lk = k.to_ascii_lowercase();
         match lk.as_str() {
-            "replication_num" => {
-                let n: usize = v
-                    .parse()
-                    .map_err(|_| TethysError::Analysis(format!("Invalid replication_num: {v}")))?;
+            "replication_num" | "replication_allocation" => {
+                let n = replicas_of(&lk, v)?;
                 if n == 0 || n > state.backends.len() {
                     return Err(TethysError::Analysis(format!(
                         "Failed to find enough backend, please check the replication num,replication tag and storage medium. \
@@ -400,6 +398,7 @@ fn options_of(
                 properties.insert(lk.clone(), check_group_commit_property(&lk, v)?);
             }
             _ => {
+                check_other_property(&lk, v)?;
                 properties.insert(lk, v.clone());
             }
         }
@@ -420,6 +419,82 @@ fn options_of(
         disable_auto_compaction,
         properties,
     })
+}
+
+/// The replicas `replication_num = N` or `replication_allocation =
+/// "tag.location.default: N"` ask for (one tag: Tethys has no resource tags).
+fn replicas_of(name: &str, v: &str) -> Result<usize> {
+    let n = match name {
+        "replication_allocation" => v
+            .trim()
+            .strip_prefix("tag.location.default")
+            .and_then(|r| r.trim_start().strip_prefix(':'))
+            .ok_or_else(|| {
+                TethysError::NotSupported(format!(
+                    "replication_allocation \"{v}\": only tag.location.default is supported"
+                ))
+            })?,
+        _ => v,
+    };
+    n.trim()
+        .parse()
+        .map_err(|_| TethysError::Analysis(format!("Invalid {name}: {v}")))
+}
+
+/// Doris table properties whose Doris default is what Tethys does (one
+/// storage medium, its own segment format, schema changes without
+/// rewriting, size-based compaction, no row store): taken with that value
+/// (as SHOW CREATE TABLE output pasted back has them), refused with another.
+const AT_DEFAULT_ONLY: &[(&str, &str)] = &[
+    ("min_load_replica_num", "-1"),
+    ("storage_medium", "hdd"),
+    ("storage_format", "v2"),
+    ("inverted_index_storage_format", "v1"),
+    ("light_schema_change", "true"),
+    ("store_row_column", "false"),
+    ("bloom_filter_fpp", "0.05"),
+    ("enable_single_replica_compaction", "false"),
+    ("compaction_policy", "size_based"),
+    ("is_being_synced", "false"),
+    ("skip_write_index_on_load", "false"),
+    ("in_memory", "false"),
+];
+
+/// Doris table properties Tethys does not implement yet.
+const NOT_YET: &[&str] = &[
+    "colocate_with",
+    "function_column.sequence_col",
+    "function_column.sequence_type",
+    "storage_cooldown_time",
+    "storage_policy",
+    "estimate_partition_size",
+    "enable_duplicate_without_keys_by_default",
+    "row_store_columns",
+    "time_series_compaction_goal_size_mbytes",
+    "time_series_compaction_file_count_threshold",
+    "time_series_compaction_time_threshold_seconds",
+];
+
+/// A property with no case of its own in [`options_of`]: taken at its
+/// Doris default, refused otherwise (never kept and ignored).
+fn check_other_property(name: &str, v: &str) -> Result<()> {
+    if let Some((_, default)) = AT_DEFAULT_ONLY.iter().find(|(n, _)| *n == name) {
+        return if v.trim().eq_ignore_ascii_case(default) {
+            Ok(())
+        } else {
+            Err(TethysError::NotSupported(format!(
+                "table property \"{name}\" = \"{v}\" is not supported yet (only \"{default}\" is)"
+            )))
+        };
+    }
+    if NOT_YET.contains(&name) || name.starts_with("dynamic_partition.") {
+        return Err(TethysError::NotSupported(format!(
+            "table property \"{name}\" is not supported yet"
+        )));
+    }
+    Err(TethysError::Analysis(format!(
+        "Unknown properties: {{{name}={v}}}"
+    )))
 }
 
 /// DISTRIBUTED BY: hash columns (keys, where the model needs it) or random,

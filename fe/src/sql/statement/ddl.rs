@@ -14,8 +14,12 @@ pub(super) fn parse_create(t: &mut Tokens) -> Result<Statement> {
     if t.eat_kw("database") || t.eat_kw("schema") {
         let if_not_exists = t.eat_kws(&["if", "not", "exists"]);
         let name = t.ident()?;
-        if t.eat_kw("properties") {
-            t.properties()?;
+        if t.eat_kw("properties")
+            && let Some((k, v)) = t.properties()?.first()
+        {
+            return Err(TethysError::NotSupported(format!(
+                "database property \"{k}\" = \"{v}\" is not supported yet"
+            )));
         }
         t.finish()?;
         return Ok(Statement::CreateDatabase {
