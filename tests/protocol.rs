@@ -290,27 +290,9 @@ async fn orders_tablets_and_show_create_roundtrip() {
     let mut c = Conn::new(server.opts()).await.expect("connect");
     c.query_drop("CREATE DATABASE demo").await.expect("db");
     c.query_drop("USE demo").await.expect("use");
-    c.query_drop(
-        r#"CREATE TABLE orders (
- created_at DATETIME NOT NULL,
- region VARCHAR(32),
- category VARCHAR(32),
- order_id BIGINT NOT NULL,
- user_id BIGINT,
- amount DECIMAL(10, 2),
- status VARCHAR(16)
-) ENGINE = OLAP
-DUPLICATE KEY(created_at, region, category)
-PARTITION BY RANGE(created_at) (
- PARTITION p202607 VALUES [("2026-07-01"), ("2026-08-01")),
- PARTITION p202608 VALUES [("2026-08-01"), ("2026-09-01")),
- PARTITION p202609 VALUES [("2026-09-01"), ("2026-10-01"))
-)
-DISTRIBUTED BY HASH(order_id) BUCKETS 10
-PROPERTIES ("replication_num" = "1")"#,
-    )
-    .await
-    .expect("create");
+    c.query_drop(include_str!("../sql-tests/fixtures/orders.sql"))
+        .await
+        .expect("create");
     c.query_drop(
         "INSERT INTO orders SELECT to_timestamp_seconds(1782864000 + value * 2580), 'r', 'c', value, value, 1.00, 'new' FROM range(3000)",
     )

@@ -12,7 +12,7 @@ use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -82,11 +82,11 @@ impl DisplayAs for TabletScanExec {
 }
 
 impl ExecutionPlan for TabletScanExec {
-    tethys_common::leaf_exec_plan!("TabletScanExec", |node| node.predicate.iter());
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
-    }
+    tethys_common::leaf_exec_plan!(
+        "TabletScanExec",
+        |node| node.predicate.iter(),
+        with metrics
+    );
 
     fn execute(
         &self,

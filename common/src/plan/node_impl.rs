@@ -10,9 +10,17 @@
 /// its name, its properties, no children (`with_new_children` keeps the
 /// node) and `apply_expressions` visiting the expressions `exprs` (an
 /// iterator of `&Arc<dyn PhysicalExpr>` computed from `node`, the plan;
-/// none when only the name is given).
+/// none when only the name is given); `with metrics` adds `metrics` from
+/// the node's `ExecutionPlanMetricsSet` field `metrics`.
 #[macro_export]
 macro_rules! leaf_exec_plan {
+    ($name:literal, $(|$node:ident| $exprs:expr,)? with metrics) => {
+        $crate::leaf_exec_plan!($name $(, |$node| $exprs)?);
+
+        fn metrics(&self) -> Option<::datafusion::physical_plan::metrics::MetricsSet> {
+            Some(self.metrics.clone_inner())
+        }
+    };
     ($name:literal) => {
         $crate::leaf_exec_plan!($name, |_node| ::std::iter::empty());
     };

@@ -1,21 +1,16 @@
 //! ADMIN COMPACT, ANALYZE, DROP STATS and KILL.
 
-use std::sync::Arc;
+use super::Fe;
 
 use tethys_common::{Result, TethysError};
 
-use crate::frontend::Frontend;
 use crate::session::Session;
 use crate::sql::statement::{AnalyzeTarget, Statement};
 
 use super::{Output, ok, table_snapshot};
 
 /// Runs ADMIN COMPACT, ANALYZE, DROP STATS or KILL.
-pub(super) async fn execute(
-    fe: &Arc<Frontend>,
-    session: &Session,
-    stmt: Statement,
-) -> Result<Output> {
+pub(super) async fn execute(fe: &Fe, session: &Session, stmt: Statement) -> Result<Output> {
     let sdb = &session.database;
     match stmt {
         Statement::AdminCompact {

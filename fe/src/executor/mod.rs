@@ -29,6 +29,9 @@ pub use ddl::ensure_all_tablets;
 pub(crate) use query::result_schema;
 pub(crate) use show::filtered_nullable;
 
+/// The frontend, as every statement family's `execute` takes it.
+type Fe = Arc<Frontend>;
+
 /// What a statement returns.
 pub enum Output {
     Ok { affected: u64, info: String },

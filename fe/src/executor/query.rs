@@ -1,6 +1,7 @@
 //! Queries, INSERTs and EXPLAIN: parsed for DataFusion, planned in the
 //! statement's session context, run, and their errors mapped to MySQL's.
 
+use super::Fe;
 use std::sync::{Arc, Mutex};
 
 use arrow::datatypes::SchemaRef;
@@ -19,11 +20,7 @@ use super::{Output, string_rows, table_snapshot};
 use crate::planner::run::{plan, statement_ctx};
 
 /// Runs one of the statements this module's doc names.
-pub(super) async fn execute(
-    fe: &Arc<Frontend>,
-    session: &mut Session,
-    stmt: Statement,
-) -> Result<Output> {
+pub(super) async fn execute(fe: &Fe, session: &mut Session, stmt: Statement) -> Result<Output> {
     match stmt {
         Statement::Query(sql) => run_query(fe, session, &sql, None).await,
         Statement::Insert { sql, label } => run_query(fe, session, &sql, label).await,

@@ -1,22 +1,17 @@
 //! What changes only the session: USE, SET, PREPARE / EXECUTE /
 //! DEALLOCATE, and BEGIN / COMMIT / ROLLBACK.
 
-use std::sync::Arc;
+use super::Fe;
 
 use tethys_common::{Result, TethysError};
 
-use crate::frontend::Frontend;
 use crate::session::Session;
 use crate::sql::statement::Statement;
 
 use super::{Output, ok};
 
 /// Runs one of the statements this module's doc names.
-pub(super) async fn execute(
-    fe: &Arc<Frontend>,
-    session: &mut Session,
-    stmt: Statement,
-) -> Result<Output> {
+pub(super) async fn execute(fe: &Fe, session: &mut Session, stmt: Statement) -> Result<Output> {
     match stmt {
         Statement::Use(db) => {
             let name = if db.eq_ignore_ascii_case("information_schema") {

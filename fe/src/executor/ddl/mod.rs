@@ -2,11 +2,10 @@
 //! PARTITION and table properties). The catalog change is logged first;
 //! tablets are then created on (or dropped from) backends ([`tablets`]).
 
-use std::sync::Arc;
+use super::Fe;
 
 use tethys_common::Result;
 
-use crate::frontend::Frontend;
 use crate::session::Session;
 use crate::sql::statement::Statement;
 
@@ -20,11 +19,7 @@ mod tablets;
 pub use tablets::ensure_all_tablets;
 
 /// Runs a DDL statement: databases, tables, partitions, table properties.
-pub(super) async fn execute(
-    fe: &Arc<Frontend>,
-    session: &mut Session,
-    stmt: Statement,
-) -> Result<Output> {
+pub(super) async fn execute(fe: &Fe, session: &mut Session, stmt: Statement) -> Result<Output> {
     let sdb = session.database.clone();
     match stmt {
         Statement::CreateDatabase {

@@ -1,10 +1,9 @@
 //! DELETE and UPDATE, which Tethys runs as loads (`delete_update.rs`).
 
-use std::sync::Arc;
+use super::Fe;
 
 use tethys_common::Result;
 
-use crate::frontend::Frontend;
 use crate::session::Session;
 use crate::sql::statement::Statement;
 
@@ -14,11 +13,7 @@ use super::query::{run_query, run_query_as};
 use super::{Output, table_snapshot};
 
 /// Runs DELETE or UPDATE.
-pub(super) async fn execute(
-    fe: &Arc<Frontend>,
-    session: &Session,
-    stmt: Statement,
-) -> Result<Output> {
+pub(super) async fn execute(fe: &Fe, session: &Session, stmt: Statement) -> Result<Output> {
     let sdb = &session.database;
     match stmt {
         Statement::Delete {

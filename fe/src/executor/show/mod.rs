@@ -2,6 +2,7 @@
 //! transaction manager (the `information_schema`-backed ones are
 //! `crate::show`'s), and DESCRIBE.
 
+use super::Fe;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -24,11 +25,7 @@ use super::{Output, nullable_string_rows, string_rows, table_snapshot};
 use crate::metadata::fmt_time;
 
 /// Runs a SHOW statement or DESCRIBE.
-pub(super) async fn execute(
-    fe: &Arc<Frontend>,
-    session: &Session,
-    stmt: Statement,
-) -> Result<Output> {
+pub(super) async fn execute(fe: &Fe, session: &Session, stmt: Statement) -> Result<Output> {
     let sdb = &session.database;
     match stmt {
         Statement::ShowColumnStats { db, table, columns } => {

@@ -239,23 +239,8 @@ fn optional_ident_list(t: &mut Tokens) -> Result<Vec<String>> {
 mod tests {
     use super::*;
 
-    const ORDERS: &str = r#"CREATE TABLE orders (
- created_at DATETIME NOT NULL,
- region VARCHAR(32),
- category VARCHAR(32),
- order_id BIGINT NOT NULL,
- user_id BIGINT,
- amount DECIMAL(10, 2),
- status VARCHAR(16)
-) ENGINE = OLAP
-DUPLICATE KEY(created_at, region, category)
-PARTITION BY RANGE(created_at) (
- PARTITION p202607 VALUES [("2026-07-01"), ("2026-08-01")),
- PARTITION p202608 VALUES [("2026-08-01"), ("2026-09-01")),
- PARTITION p202609 VALUES [("2026-09-01"), ("2026-10-01"))
-)
-DISTRIBUTED BY HASH(order_id) BUCKETS 10
-PROPERTIES ("replication_num" = "1");"#;
+    /// The table of the article Tethys was designed from.
+    const ORDERS: &str = include_str!("../../../../sql-tests/fixtures/orders.sql");
 
     #[test]
     fn parses_the_orders_example() {
