@@ -326,4 +326,33 @@ mod tests {
         assert_eq!(separator("||").unwrap(), b"||");
         assert!(separator("").is_err());
     }
+
+    proptest::proptest! {
+        /// Any header names and values (of the ones a load reads, with any
+        /// text) give options or an error, never a panic.
+        #[test]
+        fn fuzz_headers_never_panic(
+            pairs in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "label", "format", "column_separator", "line_delimiter", "columns",
+                        "where", "max_filter_ratio", "strict_mode", "timeout", "skip_lines",
+                        "enclose", "escape", "jsonpaths", "json_root", "compress_type",
+                        "partitions", "merge_type", "group_commit", "two_phase_commit",
+                        "partial_columns", "trim_double_quotes", "timezone", "x-other",
+                    ]),
+                    proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+                ),
+                0..8,
+            ),
+        ) {
+            let mut h = HeaderMap::new();
+            for (name, value) in pairs {
+                if let Ok(v) = axum::http::HeaderValue::from_bytes(&value) {
+                    h.append(name, v);
+                }
+            }
+            let _ = LoadOptions::from_headers(&h);
+        }
+    }
 }

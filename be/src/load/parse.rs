@@ -803,4 +803,48 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(bad.len(), 1);
     }
+
+    proptest::proptest! {
+        /// Any body, cut into chunks anywhere, under any separators,
+        /// quoting and format, gives rows and filtered rows or an error,
+        /// never a panic.
+        #[test]
+        fn fuzz_bodies_never_panic(
+            body in proptest::collection::vec(
+                proptest::sample::select(b"a1,;|\"'\\\n\r{}[]: \xe4\xb8\xad".to_vec()),
+                0..400,
+            ),
+            cuts in proptest::collection::vec(1usize..64, 1..8),
+            sep in proptest::sample::select(vec![&b","[..], b"||", b"\t", b";"]),
+            delim in proptest::sample::select(vec![&b"\n"[..], b"\r\n", b"|"]),
+            quoting in 0u8..4,
+            json in 0u8..3,
+            skip in 0usize..3,
+        ) {
+            let mut o = opts(if json > 0 { Format::Json } else { Format::Csv });
+            o.read_json_by_line = json == 2;
+            o.column_separator = sep.to_vec();
+            o.line_delimiter = delim.to_vec();
+            o.skip_lines = skip;
+            o.enclose = (quoting & 1 == 1).then_some(b'"');
+            o.escape = (quoting & 2 == 2).then_some(b'\\');
+            let mut s = RowSplitter::new(o, vec!["a".into(), "b".into()]);
+            s.max_line = 100;
+            let mut block = RowBlock::default();
+            let mut bad = vec![];
+            let mut out = RowSink { block: &mut block, bad: &mut bad };
+            let mut rest = &body[..];
+            for cut in cuts.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (chunk, after) = rest.split_at((*cut).min(rest.len()));
+                if s.feed(chunk, &mut out).is_err() {
+                    break;
+                }
+                rest = after;
+            }
+            let _ = s.finish(&mut out);
+        }
+    }
 }

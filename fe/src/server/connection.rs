@@ -232,9 +232,10 @@ fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malf
         T_TIME => {
             let n = r.u8()? as usize;
             let b = r.take(n)?;
-            let g = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
+            let g = |i: usize| b.get(i).copied().unwrap_or(0) as u64;
+            // Days up to 2^32 - 1: hours in 64 bits (found by fuzzing).
             let days = if n >= 5 {
-                u32::from_le_bytes([b[1], b[2], b[3], b[4]])
+                u32::from_le_bytes([b[1], b[2], b[3], b[4]]) as u64
             } else {
                 0
             };
@@ -690,5 +691,33 @@ mod tests {
         assert_eq!(read(&[0xff; 8], false), "-1");
         assert_eq!(read(&[0xff; 8], true), "18446744073709551615");
         assert!(int_param(&mut Reader::new(&[1, 2]), 4, false).is_err());
+    }
+
+    #[test]
+    fn a_time_parameter_of_any_days_reads() {
+        use crate::mysql::value::T_TIME;
+        let bytes = [8, 0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3];
+        let text = read_param(&mut Reader::new(&bytes), T_TIME, false).unwrap();
+        assert_eq!(text, "'103079215081:02:03'");
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes a client sends as a handshake or as a parameter
+        /// of any type, the answer is a value or `Malformed`, never a panic.
+        #[test]
+        fn fuzz_client_bytes_never_panic(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            ty in proptest::prelude::any::<u8>(),
+            unsigned in proptest::prelude::any::<bool>(),
+        ) {
+            let _ = crate::mysql::proto::parse_handshake_response(&bytes);
+            // (A NULL parameter reads no bytes: a bounded number of reads.)
+            let mut r = Reader::new(&bytes);
+            for _ in 0..=bytes.len() {
+                if read_param(&mut r, ty, unsigned).is_err() {
+                    break;
+                }
+            }
+        }
     }
 }

@@ -359,4 +359,95 @@ mod tests {
             "Variable_name = 'language' OR Variable_name = 'x'"
         );
     }
+
+    use proptest::prelude::*;
+
+    /// SQL-shaped noise: keywords, names in several scripts, literals,
+    /// comments and punctuation in any order.
+    fn sql_soup() -> impl Strategy<Value = String> {
+        let token = prop::sample::select(vec![
+            "SELECT",
+            "INSERT",
+            "INTO",
+            "DELETE",
+            "FROM",
+            "WHERE",
+            "CREATE",
+            "TABLE",
+            "DATABASE",
+            "SHOW",
+            "SET",
+            "GLOBAL",
+            "PREPARE",
+            "EXECUTE",
+            "USING",
+            "LABEL",
+            "WITH",
+            "VALUES",
+            "PARTITION",
+            "PROPERTIES",
+            "DUPLICATE",
+            "KEY",
+            "DISTRIBUTED",
+            "BY",
+            "HASH",
+            "BUCKETS",
+            "LIKE",
+            "ALTER",
+            "ADD",
+            "DROP",
+            "EXPLAIN",
+            "ANALYZE",
+            "订单",
+            "金额",
+            "`x`",
+            "`a``b`",
+            "'s'",
+            "'it''s'",
+            "\"q\"",
+            "'\\'",
+            "?",
+            "@v",
+            "@@global.x",
+            "1",
+            "-1",
+            "1e9",
+            "--",
+            "-- c\n",
+            "/* 注释 */",
+            "/*",
+            "#",
+            ";",
+            ",",
+            "(",
+            ")",
+            "=",
+            ".",
+            "*",
+            "%",
+            "\n",
+            " ",
+            "；",
+            "，",
+            "（",
+        ]);
+        prop::collection::vec(token, 0..40).prop_map(|t| t.join(" "))
+    }
+
+    proptest! {
+        /// No text, however broken, panics the statement front end: it is
+        /// a statement or an error.
+        #[test]
+        fn fuzz_statements_never_panic(
+            soup in sql_soup(),
+            noise in "\\PC{0,80}",
+        ) {
+            for sql in [soup.as_str(), noise.as_str(), &format!("{soup}{noise}")] {
+                let _ = parse(sql);
+                let _ = split_statements(sql);
+                let _ = crate::sql::rewrite::parse_for_datafusion(sql);
+                let _ = crate::sql::params::count_placeholders(sql);
+            }
+        }
+    }
 }
