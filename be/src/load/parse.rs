@@ -833,6 +833,7 @@ mod tests {
             let mut block = RowBlock::default();
             let mut bad = vec![];
             let mut out = RowSink { block: &mut block, bad: &mut bad };
+            let started = std::time::Instant::now();
             let mut rest = &body[..];
             for cut in cuts.iter().cycle() {
                 if rest.is_empty() {
@@ -845,6 +846,8 @@ mod tests {
                 rest = after;
             }
             let _ = s.finish(&mut out);
+            // An input that takes a second is a hang.
+            proptest::prop_assert!(started.elapsed().as_secs() < 1, "{:?}", started.elapsed());
         }
     }
 }
