@@ -46,7 +46,11 @@ pub(super) fn parse_insert(sql: &str) -> Result<Statement> {
     let mut sql = sql.to_string();
     if let Some(at) = find_top_level_kw(&sql, "with") {
         let after = sql[at + 4..].trim_start();
-        if after.len() >= 5 && after[..5].eq_ignore_ascii_case("label") {
+        // (`get`: the word after WITH may be `订单`, not ASCII; found by fuzzing.)
+        if after
+            .get(..5)
+            .is_some_and(|w| w.eq_ignore_ascii_case("label"))
+        {
             let rest = after[5..].trim_start();
             let end = rest
                 .find(|c: char| c.is_whitespace() || c == '(')

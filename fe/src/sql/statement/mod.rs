@@ -434,6 +434,20 @@ mod tests {
         prop::collection::vec(token, 0..40).prop_map(|t| t.join(" "))
     }
 
+    #[test]
+    fn a_non_ascii_word_after_with_is_no_label() {
+        // Sliced mid-character, this panicked (found by benches/fuzz); the
+        // text stays the INSERT's, for the planner to judge.
+        assert!(matches!(
+            parse("INSERT INTO t WITH 订单 GLOBAL"),
+            Ok(Statement::Insert { label: None, .. })
+        ));
+        assert!(matches!(
+            parse("INSERT INTO t WITH LABEL 标签 VALUES (1)"),
+            Ok(Statement::Insert { label: Some(l), .. }) if l == "标签"
+        ));
+    }
+
     proptest! {
         /// No text, however broken, panics the statement front end: it is
         /// a statement or an error.
