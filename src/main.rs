@@ -131,7 +131,7 @@ struct StandaloneArgs {
     max_user_connections: usize,
     /// Largest Stream Load body, MB, counted both as it arrives and as it
     /// decompresses (Doris' be.conf `streaming_load_max_mb`).
-    #[arg(long, default_value_t = 10_240)]
+    #[arg(long, default_value_t = tethys_be::load::MAX_BODY_MB)]
     streaming_load_max_mb: u64,
 }
 
@@ -157,7 +157,7 @@ impl Default for StandaloneArgs {
             enable_debug_points: false,
             qe_max_connection: tethys_fe::frontend::MAX_CONNECTIONS,
             max_user_connections: tethys_fe::frontend::MAX_USER_CONNECTIONS,
-            streaming_load_max_mb: 10_240,
+            streaming_load_max_mb: tethys_be::load::MAX_BODY_MB,
         }
     }
 }

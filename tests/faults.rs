@@ -57,8 +57,10 @@ async fn debug_points_need_the_flag() {
     );
 }
 
-/// A fragment that panics after its first batch used to end its stream as
-/// if it had finished: the query answered 4,064 of 10,000 rows as success.
+/// A fragment that panicked used to end its stream as if it had finished,
+/// so the FE answered with the rows sent before the panic as a success
+/// (`be/src/service/flight.rs` dropped the sender; the trailer was
+/// optional).
 #[tokio::test]
 async fn a_fragment_stopped_by_a_bug_fails_the_query_never_shortens_it() {
     let f = fixture(&[]).await;

@@ -167,8 +167,11 @@ async fn load_headers_out_of_range_or_not_acted_on_are_refused() {
     assert_eq!(f.count().await, 2);
 }
 
-/// Parameters were pasted into the SQL text: `10 -?` bound to -5 became
-/// `10 --5`, a comment, and answered 10.
+/// A negative parameter stays one value after the operator before it, bound
+/// by COM_STMT_EXECUTE or by `EXECUTE ... USING` (`--5` is no comment in
+/// MySQL's grammar, so pasted bare it answered 15 too: this guards the
+/// binding, the DECIMAL case in tests/wire_framing.rs is the one that
+/// failed).
 #[tokio::test]
 async fn negative_parameters_stay_one_value() {
     let server = TethysServer::start(&binary()).await.expect("start");

@@ -45,3 +45,16 @@ pub mod ports {
 /// `max_stream_load_timeout_second`), and a load's timeout when it names
 /// none (`stream_load_default_timeout_second`, 3 days in Doris 2.1).
 pub const MAX_LOAD_TIMEOUT_SECS: i64 = 259_200;
+
+/// A load's `timeout` in seconds, refused outside 1 to
+/// [`MAX_LOAD_TIMEOUT_SECS`] with Doris' message.
+pub fn checked_load_timeout(secs: i64) -> crate::Result<i64> {
+    if (1..=MAX_LOAD_TIMEOUT_SECS).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(crate::TethysError::Analysis(format!(
+            "Invalid timeout: {secs}. Timeout should be between 1 and \
+             {MAX_LOAD_TIMEOUT_SECS} seconds"
+        )))
+    }
+}

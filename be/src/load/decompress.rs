@@ -18,8 +18,9 @@ use futures::StreamExt;
 use tethys_common::{Result, TethysError};
 use tokio::sync::{Semaphore, mpsc};
 
-/// Largest body, compressed or not (Doris' `streaming_load_max_mb`, 10 GB).
-pub const MAX_BODY_BYTES: u64 = 10 << 30;
+/// Largest body, compressed or not, MB (Doris' `streaming_load_max_mb`).
+pub const MAX_BODY_MB: u64 = 10_240;
+pub const MAX_BODY_BYTES: u64 = MAX_BODY_MB << 20;
 
 /// Decoders running at once across loads.
 pub const MAX_DECODERS: usize = 8;

@@ -93,8 +93,6 @@ fn check_utf8(h: &HeaderMap) -> Result<()> {
     }
 }
 
-use tethys_common::config::MAX_LOAD_TIMEOUT_SECS;
-
 fn flag(h: &HeaderMap, name: &str) -> Result<bool> {
     match header(h, name).map(|v| v.to_ascii_lowercase()) {
         None => Ok(false),
@@ -252,13 +250,7 @@ impl LoadOptions {
                 let t = v
                     .parse::<i64>()
                     .map_err(|_| TethysError::Analysis("Invalid timeout format".into()))?;
-                if !(1..=MAX_LOAD_TIMEOUT_SECS).contains(&t) {
-                    return Err(TethysError::Analysis(format!(
-                        "Invalid timeout: {t}. Timeout should be between 1 and \
-                         {MAX_LOAD_TIMEOUT_SECS} seconds"
-                    )));
-                }
-                t
+                tethys_common::config::checked_load_timeout(t)?
             }
             None => 0,
         };

@@ -119,9 +119,8 @@ fn spawn_periodic<F, Fut>(
                     continue;
                 }
             }
-            if let Err(e) = tethys_common::panic::contain(what, round()).await {
-                tracing::error!("{e}");
-            }
+            // A panic is logged by `contain`; the next round runs on time.
+            let _ = tethys_common::panic::contain(what, round()).await;
         }
     });
 }

@@ -146,12 +146,7 @@ impl FrontendService for FrontendRpc {
         let max = tethys_common::config::MAX_LOAD_TIMEOUT_SECS;
         let timeout = match r.timeout_secs {
             t if t <= 0 => max,
-            t if t <= max => t,
-            t => {
-                return Err(Status::invalid_argument(format!(
-                    "Invalid timeout: {t}. Timeout should be between 1 and {max} seconds"
-                )));
-            }
+            t => tethys_common::config::checked_load_timeout(t).map_err(status)?,
         };
         self.begin(&target, label, timeout * 1000, &r.columns, &r.where_expr)
             .await

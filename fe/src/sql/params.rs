@@ -57,10 +57,11 @@ fn substitute<'p>(
 }
 
 /// A number's text as a literal that pastes safely where a `?` stood: a
-/// negative one in parentheses (`10 -?` bound to -5 must not become
-/// `10 --5`, a comment), and text that is no plain number (a DECIMAL
-/// parameter `1--`, `NaN`) as a quoted string, which the statement then
-/// casts or refuses like any string.
+/// negative one in parentheses (`10 -?` bound to -5 reads `10 -(-5)`, one
+/// operand whatever the operator before it), and text that is no plain
+/// number (a DECIMAL parameter `1-- `, which commented out the rest of the
+/// statement, or `NaN`) as a quoted string, which the statement then casts
+/// or refuses like any string.
 pub fn number_literal(text: &str) -> String {
     if !is_plain_number(text) {
         quote_str(text)
