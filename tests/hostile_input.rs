@@ -39,6 +39,43 @@ async fn show_like_takes_any_pattern() {
     assert_eq!(rows(&mut c, "SHOW VARIABLES LIKE 'batch\\_size'").await, 1);
 }
 
+/// `SELECT 1+1+...+1` with 2,000 terms overflowed a runtime thread's stack
+/// and aborted the process. Expressions nest up to Doris' limit (3000) and
+/// past it are refused with Doris' message; long flat lists stay fine.
+#[tokio::test]
+async fn deep_expressions_are_refused_at_doris_limit_never_crash() {
+    let server = TethysServer::start(&binary()).await.expect("start");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    let chain = |n: usize| format!("SELECT {}", vec!["1"; n].join("+"));
+    let sum: Vec<i64> = c.query(chain(2500)).await.expect("2,500 terms");
+    assert_eq!(sum, vec![2500]);
+    for sql in [
+        chain(3500),
+        chain(200_000),
+        format!("SELECT 1 WHERE {}", vec!["1 = 1"; 5000].join(" OR ")),
+    ] {
+        let err = c.query_drop(&sql).await.expect_err("too deep");
+        assert!(
+            err.to_string()
+                .contains("Exceeded the maximum depth of an expression tree (3000)"),
+            "{err}"
+        );
+    }
+    let n: Vec<i64> = c
+        .query(format!(
+            "SELECT count(*) FROM numbers(\"number\" = \"10\") WHERE number IN ({})",
+            (0..50_000)
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .await
+        .expect("a long IN list");
+    assert_eq!(n, vec![10]);
+    let one: Vec<i64> = c.query("SELECT 1").await.expect("still serving");
+    assert_eq!(one, vec![1]);
+}
+
 #[tokio::test]
 async fn number_variables_out_of_range_are_refused_by_name() {
     let server = TethysServer::start(&binary()).await.expect("start");

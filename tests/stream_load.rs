@@ -971,3 +971,33 @@ async fn datetime_precision_is_kept_by_stream_load() {
         .expect("partition count");
     assert_eq!(in_p2, Some(1));
 }
+
+/// `line_delimiter`, `trim_double_quotes` and `comment` have Doris' effect:
+/// lines end where the header says, outer quotes go, the comment comes back.
+#[tokio::test]
+async fn line_delimiter_trim_double_quotes_and_comment() {
+    let f = fixture().await;
+    let csv = f.file(
+        "quoted.csv",
+        "2026-01-02,41,\"quoted\",1|2026-01-03,42,plain,2|",
+    );
+    let body = f.load(
+        &csv,
+        &[
+            "column_separator:,",
+            "line_delimiter:|",
+            "trim_double_quotes:true",
+            "comment:nightly",
+        ],
+    );
+    assert_eq!(json_field(&body, "Status"), "Success", "{body}");
+    assert_eq!(json_field(&body, "NumberLoadedRows"), 2, "{body}");
+    assert_eq!(json_field(&body, "Comment"), "nightly", "{body}");
+    let names: Vec<String> = f
+        .conn()
+        .await
+        .query("SELECT name FROM ld.t WHERE id IN (41, 42) ORDER BY id")
+        .await
+        .expect("names");
+    assert_eq!(names, vec!["quoted".to_string(), "plain".to_string()]);
+}

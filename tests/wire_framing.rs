@@ -193,6 +193,28 @@ async fn ok_eof_and_err_framing_for_each_capability_combination() {
         } else {
             assert_eq!(ok, vec![0, 0, 0, 2, 0, 0, 0]);
         }
+        if track {
+            // The tracking variables choose what is reported: now batch_size
+            // with a state-change flag, and no schema.
+            let ok = w
+                .query(
+                    "SET session_track_system_variables = 'batch_size', \
+                     session_track_schema = 0, session_track_state_change = 1",
+                )
+                .await;
+            assert_eq!(ok, vec![0, 0, 0, 2, 0, 0, 0, 0], "nothing tracked changed");
+            let ok = w.query("SET batch_size = 200, time_zone = 'UTC'").await;
+            let mut state = vec![0, 15, 10];
+            state.extend_from_slice(b"batch_size");
+            state.push(3);
+            state.extend_from_slice(b"200");
+            state.extend_from_slice(&[2, 2, 1, b'1']);
+            assert_eq!(&ok[7..9], &[0, state.len() as u8], "{ok:?}");
+            assert_eq!(&ok[9..], &state[..], "batch_size and the flag: {ok:?}");
+            let ok = w.query("USE information_schema").await;
+            assert_eq!(ok, vec![0, 0, 0, 2, 0, 0, 0, 0], "schema not tracked");
+            w.query("USE w").await;
+        }
         // A result set: column count, column definition, [EOF], row, EOF or OK.
         let count = w.query("SELECT 7 AS x").await;
         assert_eq!(count, vec![1]);

@@ -67,6 +67,7 @@ impl Drop for Backend {
 impl Backend {
     /// Opens the storage and builds the execution pool.
     pub fn open(cfg: &BackendConfig) -> Result<Arc<Backend>> {
+        crate::load::wal::check_all(&cfg.root)?;
         let engine = Arc::new(
             StorageEngine::open(&cfg.root)?
                 .with_page_cache(cfg.page_cache_bytes)

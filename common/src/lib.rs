@@ -10,6 +10,7 @@ pub mod config;
 pub mod debug_point;
 pub mod delete;
 pub mod error;
+pub mod framing;
 pub mod fsutil;
 pub mod functions;
 pub mod http_auth;

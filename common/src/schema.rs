@@ -55,6 +55,15 @@ impl KeysType {
         }
     }
 
+    /// Doris' name of the model (`IndexKeysType` of `DESC t ALL`).
+    pub fn doris_name(&self) -> &'static str {
+        match self {
+            KeysType::Duplicate => "DUP_KEYS",
+            KeysType::Aggregate => "AGG_KEYS",
+            KeysType::Unique => "UNIQUE_KEYS",
+        }
+    }
+
     fn pb(&self) -> tethys_proto::KeysTypePb {
         match self {
             KeysType::Duplicate => tethys_proto::KeysTypePb::KeysTypeDuplicate,

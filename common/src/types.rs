@@ -176,6 +176,19 @@ impl ColumnType {
         }
     }
 
+    /// Doris' name of the type it stores (`InternalType` of `DESC t ALL`):
+    /// dates, datetimes and decimals are Doris' version-2/3 types.
+    pub fn internal_name(&self) -> String {
+        match self {
+            ColumnType::Decimal { precision, scale } => {
+                format!("DECIMALV3({precision}, {scale})")
+            }
+            ColumnType::Date => "DATEV2".into(),
+            ColumnType::DateTime { precision } => format!("DATETIMEV2({precision})"),
+            other => other.desc(),
+        }
+    }
+
     /// The Arrow type that carries values of this column.
     pub fn arrow_type(&self) -> DataType {
         match self {

@@ -378,6 +378,14 @@ impl Segment {
         if &tail[8..12] != SEGMENT_MAGIC {
             return Err(corrupt("bad magic".into()));
         }
+        // The leading magic too: no byte of the file goes unchecked (pages
+        // and footer have their checksums).
+        let mut head = [0u8; 4];
+        file.read_exact_at(&mut head, 0)
+            .map_err(|e| TethysError::io(format!("reading segment {}", path.display()), e))?;
+        if &head != SEGMENT_MAGIC {
+            return Err(corrupt("bad leading magic".into()));
+        }
         let flen = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as u64;
         let fcrc = u32::from_le_bytes([tail[4], tail[5], tail[6], tail[7]]);
         if flen > MAX_FOOTER || flen + TAIL_LEN + 4 > len {
@@ -743,6 +751,12 @@ mod tests {
         // Truncation is caught at open.
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         assert!(Segment::open(&path, &s).is_err());
+        // So is the leading magic (benches/damage found it unread).
+        bytes[10] ^= 0xff;
+        bytes[0] ^= 0x6e;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = Segment::open(&path, &s).err().unwrap().to_string();
+        assert!(err.contains("leading magic"), "{err}");
     }
 
     #[test]

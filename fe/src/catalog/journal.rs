@@ -1,7 +1,9 @@
-//! The FE edit log: every catalog change is appended (length + CRC32C +
-//! JSON) and fsynced before it is applied or acknowledged. On start the last
-//! image is loaded and the log replayed; a torn final record (a crash in the
-//! middle of an append, never acknowledged) is cut off. Every
+//! The FE edit log: every catalog change is appended (length, CRC32C of
+//! the JSON, CRC32C of that header, the JSON: `LogFormat`) and fsynced before
+//! it is applied or acknowledged. On start the last image is loaded and the
+//! log replayed; a file that ends inside a record (a crash in the middle of
+//! an append, never acknowledged) is cut there, while a record that fails a
+//! checksum is damage: the FE refuses to start and names the file. Every
 //! `CHECKPOINT_EVERY` records the state is written as a new image and the log
 //! starts over.
 
@@ -10,12 +12,15 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use tethys_common::fsutil::{ensure_dir, sync_dir, write_atomic};
+use tethys_common::framing;
+use tethys_common::fsutil::{ensure_dir, write_atomic};
 use tethys_common::{Result, TethysError};
 
 use super::model::*;
 
 const IMAGE_MAGIC: &[u8; 4] = b"TIM1";
+/// The first bytes of an edit log in format 2 (`LogFormat::V2`).
+const LOG_MAGIC: &[u8; 4] = b"TJL2";
 const CHECKPOINT_EVERY: u64 = 10_000;
 
 /// One catalog change.
@@ -318,88 +323,78 @@ impl Journal {
     /// Loads the image, replays the log, and opens the log for appends.
     pub fn open(dir: &Path) -> Result<(Journal, CatalogState)> {
         ensure_dir(dir)?;
-        let (mut state, mut seq) = match std::fs::read(image_path(dir)) {
+        let ipath = image_path(dir);
+        let (mut state, mut seq) = match std::fs::read(&ipath) {
             Ok(bytes) => {
-                if bytes.len() < 8 || &bytes[..4] != IMAGE_MAGIC {
-                    return Err(TethysError::Corruption("FE image: bad magic".into()));
-                }
-                let crc = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-                if crc32c::crc32c(&bytes[8..]) != crc {
-                    return Err(TethysError::Corruption(
-                        "FE image: checksum mismatch".into(),
-                    ));
-                }
-                let img: Image = serde_json::from_slice(&bytes[8..])
-                    .map_err(|e| TethysError::Corruption(format!("FE image: {e}")))?;
+                let img = read_image(&bytes).map_err(|why| {
+                    TethysError::Corruption(format!(
+                        "the FE image {} is damaged: {why}",
+                        ipath.display()
+                    ))
+                })?;
                 (img.state, img.seq)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (CatalogState::default(), 0),
-            Err(e) => return Err(TethysError::io("reading the FE image", e)),
+            Err(e) => return Err(TethysError::io(format!("reading {}", ipath.display()), e)),
         };
         let jpath = journal_path(dir);
         let mut bytes = Vec::new();
         if let Ok(mut f) = File::open(&jpath) {
             f.read_to_end(&mut bytes)
-                .map_err(|e| TethysError::io("reading the FE edit log", e))?;
+                .map_err(|e| TethysError::io(format!("reading {}", jpath.display()), e))?;
         }
-        let mut pos = 0usize;
+        let damaged = |pos: usize, why: &str| {
+            TethysError::Corruption(format!(
+                "the FE edit log {} is damaged: the record at byte {pos} {why}",
+                jpath.display()
+            ))
+        };
+        let log = read_log(&bytes).map_err(|(pos, why)| damaged(pos, &why))?;
         let mut replayed = 0u64;
-        while pos + 8 <= bytes.len() {
-            let len =
-                u32::from_le_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], bytes[pos + 3]])
-                    as usize;
-            let crc = u32::from_le_bytes([
-                bytes[pos + 4],
-                bytes[pos + 5],
-                bytes[pos + 6],
-                bytes[pos + 7],
-            ]);
-            let end = pos + 8 + len;
-            if end > bytes.len() || crc32c::crc32c(&bytes[pos + 8..end]) != crc {
-                if end >= bytes.len() {
-                    break; // torn tail: the append never completed
-                }
-                return Err(TethysError::Corruption(format!(
-                    "FE edit log record at byte {pos} fails its checksum"
-                )));
-            }
-            let rec: Record = serde_json::from_slice(&bytes[pos + 8..end]).map_err(|e| {
-                TethysError::Corruption(format!("FE edit log record at byte {pos}: {e}"))
-            })?;
+        for (pos, payload) in &log.records {
+            let rec: Record = serde_json::from_slice(payload)
+                .map_err(|e| damaged(*pos, &format!("does not parse: {e}")))?;
             if rec.seq > seq {
                 apply(&mut state, &rec.op)?;
                 state.next_id = state.next_id.max(rec.next_id);
                 seq = rec.seq;
                 replayed += 1;
             }
-            pos = end;
         }
-        if pos < bytes.len() {
+        if log.format == LogFormat::V2 && log.valid < bytes.len() {
             // Cut the torn tail so new appends follow the last good record.
             let f = OpenOptions::new()
                 .write(true)
                 .open(&jpath)
-                .map_err(|e| TethysError::io("opening the FE edit log", e))?;
-            f.set_len(pos as u64)
-                .map_err(|e| TethysError::io("truncating the FE edit log", e))?;
+                .map_err(|e| TethysError::io(format!("opening {}", jpath.display()), e))?;
+            f.set_len(log.valid as u64)
+                .map_err(|e| TethysError::io(format!("truncating {}", jpath.display()), e))?;
             f.sync_all()
-                .map_err(|e| TethysError::io("syncing the FE edit log", e))?;
+                .map_err(|e| TethysError::io(format!("syncing {}", jpath.display()), e))?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&jpath)
-            .map_err(|e| TethysError::io("opening the FE edit log", e))?;
-        sync_dir(dir)?;
-        Ok((
-            Journal {
+        if log.format == LogFormat::V2 && !bytes.is_empty() {
+            let file = OpenOptions::new()
+                .append(true)
+                .open(&jpath)
+                .map_err(|e| TethysError::io(format!("opening {}", jpath.display()), e))?;
+            let journal = Journal {
                 dir: dir.to_path_buf(),
                 file,
                 seq,
                 since_checkpoint: replayed,
-            },
-            state,
-        ))
+            };
+            return Ok((journal, state));
+        }
+        // No log yet, or one written before format 2: the state becomes an
+        // image and the log starts over in format 2.
+        let file = write_checkpoint(dir, seq, &state)?;
+        let journal = Journal {
+            dir: dir.to_path_buf(),
+            file,
+            seq,
+            since_checkpoint: 0,
+        };
+        Ok((journal, state))
     }
 
     /// Appends and fsyncs one change.
@@ -410,10 +405,8 @@ impl Journal {
             op: op.clone(),
         };
         let json = serde_json::to_vec(&rec).map_err(|e| TethysError::Internal(e.to_string()))?;
-        let mut frame = Vec::with_capacity(json.len() + 8);
-        frame.extend_from_slice(&(json.len() as u32).to_le_bytes());
-        frame.extend_from_slice(&crc32c::crc32c(&json).to_le_bytes());
-        frame.extend_from_slice(&json);
+        let frame = framing::frame(&json)
+            .ok_or_else(|| TethysError::Internal("an edit log record over 4 GiB".into()))?;
         self.file
             .write_all(&frame)
             .map_err(|e| TethysError::io("appending to the FE edit log", e))?;
@@ -432,62 +425,225 @@ impl Journal {
 
     /// Writes `state` as the new image and starts an empty log.
     pub fn checkpoint(&mut self, state: &CatalogState) -> Result<()> {
-        let img = Image {
-            seq: self.seq,
-            state: state.clone(),
-        };
-        let json = serde_json::to_vec(&img).map_err(|e| TethysError::Internal(e.to_string()))?;
-        let mut bytes = Vec::with_capacity(json.len() + 8);
-        bytes.extend_from_slice(IMAGE_MAGIC);
-        bytes.extend_from_slice(&crc32c::crc32c(&json).to_le_bytes());
-        bytes.extend_from_slice(&json);
-        write_atomic(&image_path(&self.dir), &bytes)?;
-        write_atomic(&journal_path(&self.dir), &[])?;
-        self.file = OpenOptions::new()
-            .append(true)
-            .open(journal_path(&self.dir))
-            .map_err(|e| TethysError::io("reopening the FE edit log", e))?;
+        self.file = write_checkpoint(&self.dir, self.seq, state)?;
         self.since_checkpoint = 0;
         Ok(())
     }
+}
+
+/// Writes `state` (as of record `seq`) as the image, then an empty log;
+/// returns the log opened for appends.
+fn write_checkpoint(dir: &Path, seq: u64, state: &CatalogState) -> Result<File> {
+    let img = Image {
+        seq,
+        state: state.clone(),
+    };
+    let json = serde_json::to_vec(&img).map_err(|e| TethysError::Internal(e.to_string()))?;
+    let mut bytes = Vec::with_capacity(json.len() + 8);
+    bytes.extend_from_slice(IMAGE_MAGIC);
+    bytes.extend_from_slice(&crc32c::crc32c(&json).to_le_bytes());
+    bytes.extend_from_slice(&json);
+    write_atomic(&image_path(dir), &bytes)?;
+    write_atomic(&journal_path(dir), LOG_MAGIC)?;
+    OpenOptions::new()
+        .append(true)
+        .open(journal_path(dir))
+        .map_err(|e| TethysError::io("reopening the FE edit log", e))
+}
+
+/// The image's bytes as its state, or why they are not one.
+fn read_image(bytes: &[u8]) -> std::result::Result<Image, String> {
+    if bytes.len() < 8 || &bytes[..4] != IMAGE_MAGIC {
+        return Err("bad magic".into());
+    }
+    if crc32c::crc32c(&bytes[8..]) != u32_at(bytes, 4) {
+        return Err("checksum mismatch".into());
+    }
+    serde_json::from_slice(&bytes[8..]).map_err(|e| e.to_string())
+}
+
+/// The framing of the edit log's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LogFormat {
+    /// Before 2026-12-05: `u32 length | u32 crc32c(payload) | payload`, no
+    /// file header. A bad checksum in the last record could not be told from
+    /// a torn append, so it was taken as one (a flipped bit there lost an
+    /// acknowledged change); such a log is read once and rewritten as an
+    /// image.
+    V1,
+    /// `LOG_MAGIC`, then `tethys_common::framing` records: a header with
+    /// its own checksum, so only a file that ends inside a record (a torn
+    /// append) is cut; a bad checksum anywhere is damage.
+    V2,
+}
+
+/// What `read_log` found.
+struct LogRecords {
+    format: LogFormat,
+    /// (offset, payload) of every whole record, in order.
+    records: Vec<(usize, Vec<u8>)>,
+    /// Bytes up to the end of the last whole record.
+    valid: usize,
+}
+
+/// Largest record the log holds (one change; an image holds the state).
+const MAX_RECORD: usize = 1 << 30;
+
+/// Splits the log into records; `Err((offset, why))` for a damaged record.
+fn read_log(bytes: &[u8]) -> std::result::Result<LogRecords, (usize, String)> {
+    if let Some(rest) = bytes.strip_prefix(LOG_MAGIC) {
+        let start = LOG_MAGIC.len();
+        let mut r = framing::FrameReader::new(rest, MAX_RECORD);
+        let mut records = Vec::new();
+        loop {
+            let at = start + r.offset() as usize;
+            match r.next_record() {
+                Ok(Some(payload)) => records.push((at, payload)),
+                Ok(None) => break,
+                Err(d) => return Err((start + d.offset as usize, d.why)),
+            }
+        }
+        let valid = start + r.offset() as usize;
+        return Ok(LogRecords {
+            format: LogFormat::V2,
+            records,
+            valid,
+        });
+    }
+    let mut records = Vec::new();
+    let mut pos = 0;
+    while pos + 8 <= bytes.len() {
+        let len = u32_at(bytes, pos) as usize;
+        let end = pos + 8 + len;
+        if end > bytes.len() {
+            break; // format 1 reads a length past the end as a torn tail
+        }
+        if crc32c::crc32c(&bytes[pos + 8..end]) != u32_at(bytes, pos + 4) {
+            if end == bytes.len() {
+                break; // format 1 cannot tell this from a torn append
+            }
+            return Err((pos, "fails its checksum".into()));
+        }
+        records.push((pos, bytes[pos + 8..end].to_vec()));
+        pos = end;
+    }
+    if records.is_empty() && !bytes.is_empty() {
+        // Not even one whole record: the format 2 magic damaged, most likely.
+        return Err((
+            0,
+            "starts with neither the format 2 header nor a whole record".into(),
+        ));
+    }
+    Ok(LogRecords {
+        format: LogFormat::V1,
+        records,
+        valid: pos,
+    })
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn set(i: usize) -> EditOp {
+        EditOp::SetGlobalVariable {
+            name: format!("v{i}"),
+            value: "x".repeat(i * 7),
+        }
+    }
+
+    /// A log of `n` changes (an image after the second when `image`).
+    fn write_log(dir: &Path, n: usize, image: bool) {
+        let (mut j, mut state) = Journal::open(dir).unwrap();
+        for i in 0..n {
+            apply(&mut state, &set(i)).unwrap();
+            j.append(&set(i), 1).unwrap();
+            if image && i == 1 {
+                j.checkpoint(&state).unwrap();
+            }
+        }
+    }
+
+    fn globals(state: &CatalogState) -> usize {
+        state.globals.len()
+    }
+
+    #[test]
+    fn a_flip_in_the_last_record_is_damage_not_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        write_log(dir.path(), 3, false);
+        let path = journal_path(dir.path());
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 3;
+        bytes[last] ^= 0x20;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = Journal::open(dir.path()).unwrap_err().to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains("fails its checksum"), "{err}");
+    }
+
+    #[test]
+    fn a_torn_append_is_cut_and_the_log_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        write_log(dir.path(), 3, false);
+        let path = journal_path(dir.path());
+        let len = std::fs::metadata(&path).unwrap().len();
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 5).unwrap();
+        drop(f);
+        let (mut j, state) = Journal::open(dir.path()).unwrap();
+        assert_eq!(globals(&state), 2);
+        j.append(&set(7), 1).unwrap();
+        drop(j);
+        let (_, state) = Journal::open(dir.path()).unwrap();
+        assert_eq!(globals(&state), 3);
+    }
+
+    #[test]
+    fn a_format_1_log_opens_and_is_rewritten_in_format_2() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v1 = Vec::new();
+        for i in 0..3 {
+            let rec = Record {
+                seq: i as u64 + 1,
+                next_id: 1,
+                op: set(i),
+            };
+            let json = serde_json::to_vec(&rec).unwrap();
+            v1.extend_from_slice(&(json.len() as u32).to_le_bytes());
+            v1.extend_from_slice(&crc32c::crc32c(&json).to_le_bytes());
+            v1.extend_from_slice(&json);
+        }
+        std::fs::write(journal_path(dir.path()), &v1).unwrap();
+        let (_, state) = Journal::open(dir.path()).unwrap();
+        assert_eq!(globals(&state), 3);
+        assert_eq!(std::fs::read(journal_path(dir.path())).unwrap(), LOG_MAGIC);
+        let (_, again) = Journal::open(dir.path()).unwrap();
+        assert_eq!(globals(&again), 3);
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
-        /// An edit log or image damaged anywhere (a byte flipped, or cut)
-        /// opens to a catalog or a corruption error, never a panic.
+        /// An edit log or image with a byte flipped anywhere is refused with
+        /// an error naming the file; one cut anywhere opens to the changes
+        /// it still holds whole (a torn append) or, for the image, is
+        /// refused. Never a panic, never a changed catalog.
         #[test]
-        fn damaged_metadata_never_panics(
+        fn damaged_metadata_is_refused_or_a_prefix(
             image in proptest::prelude::any::<bool>(),
             at in proptest::prelude::any::<proptest::sample::Index>(),
             flip in 1u8..=255,
             cut in proptest::prelude::any::<bool>(),
         ) {
             let dir = tempfile::tempdir().unwrap();
-            {
-                let (mut j, mut state) = Journal::open(dir.path()).unwrap();
-                for i in 0..4 {
-                    let op = EditOp::SetGlobalVariable {
-                        name: format!("v{i}"),
-                        value: "x".repeat(i * 7),
-                    };
-                    apply(&mut state, &op).unwrap();
-                    j.append(&op, 1).unwrap();
-                    if image && i == 1 {
-                        j.checkpoint(&state).unwrap();
-                    }
-                }
-            }
+            write_log(dir.path(), 4, image);
             let path = if image { image_path(dir.path()) } else { journal_path(dir.path()) };
             let mut bytes = std::fs::read(&path).unwrap();
-            if bytes.is_empty() {
-                return Ok(());
-            }
             let i = at.index(bytes.len());
             if cut {
                 bytes.truncate(i);
@@ -495,7 +651,16 @@ mod tests {
                 bytes[i] ^= flip;
             }
             std::fs::write(&path, &bytes).unwrap();
-            let _ = Journal::open(dir.path());
+            match Journal::open(dir.path()) {
+                Ok((_, state)) => {
+                    proptest::prop_assert!(cut && !image, "damage went unnoticed");
+                    proptest::prop_assert!(globals(&state) <= 4);
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    proptest::prop_assert!(e.contains(&path.display().to_string()), "{}", e);
+                }
+            }
         }
     }
 }

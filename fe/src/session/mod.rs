@@ -42,9 +42,101 @@ const fn ro(name: &'static str, default: &'static str, kind: Kind) -> VarDef {
     }
 }
 
-/// Variables Tethys takes only at their default: their Doris effect (a
-/// default LIMIT under ORDER BY, the scale of a division) is not built yet.
-const DEFAULT_ONLY_VARS: &[&str] = &["default_order_by_limit", "div_precision_increment"];
+/// Variables Tethys takes only at their default: their Doris or MySQL
+/// effect (a default LIMIT under ORDER BY, the scale of a division, the
+/// mode of `week()`, Doris' legacy planner, `WHERE id IS NULL` finding the
+/// last insert, SHOW CREATE TABLE without quotes) is not built.
+const DEFAULT_ONLY_VARS: &[&str] = &[
+    "default_order_by_limit",
+    "div_precision_increment",
+    "default_week_format",
+    "enable_nereids_planner",
+    "sql_auto_is_null",
+    "sql_quote_show_create",
+];
+
+/// `sql_mode` names with no effect in Doris either (it checks them and
+/// shows them; strictness is `enable_insert_strict`), in Doris' order.
+const SQL_MODES: &[&str] = &[
+    "REAL_AS_FLOAT",
+    "IGNORE_SPACE",
+    "ONLY_FULL_GROUP_BY",
+    "NO_UNSIGNED_SUBTRACTION",
+    "NO_DIR_IN_CREATE",
+    "NO_AUTO_VALUE_ON_ZERO",
+    "STRICT_TRANS_TABLES",
+    "STRICT_ALL_TABLES",
+    "NO_ZERO_IN_DATE",
+    "NO_ZERO_DATE",
+    "INVALID_DATES",
+    "ERROR_FOR_DIVISION_BY_ZERO",
+    "HIGH_NOT_PRECEDENCE",
+    "NO_ENGINE_SUBSTITUTION",
+    "PAD_CHAR_TO_FULL_LENGTH",
+    "TRADITIONAL",
+    "TIME_TRUNCATE_FRACTIONAL",
+];
+
+/// `sql_mode` names that change how Doris reads SQL (`||` as concat,
+/// `"x"` as a name, `\` as a plain character): not built yet, refused.
+const SQL_MODES_NOT_YET: &[&str] = &[
+    "PIPES_AS_CONCAT",
+    "ANSI_QUOTES",
+    "NO_BACKSLASH_ESCAPES",
+    "ANSI",
+];
+
+/// The canonical value of a variable with a fixed set of values
+/// (`sql_mode`, the isolation level, `runtime_filter_mode`); `None` for
+/// other variables.
+fn enum_value(name: &str, value: &str) -> Result<Option<String>> {
+    let bad = |why: &str| {
+        TethysError::Analysis(format!(
+            "Variable '{name}' can't be set to the value of '{value}'{why}"
+        ))
+    };
+    let one_of = |allowed: &[&str]| {
+        let v = value.trim().to_ascii_uppercase();
+        if allowed.contains(&v.as_str()) {
+            Ok(Some(v))
+        } else {
+            Err(bad(&format!(": it must be one of {}", allowed.join(", "))))
+        }
+    };
+    match name {
+        "sql_mode" => {
+            let mut modes: Vec<&str> = vec![];
+            for m in value.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+                let m = m.to_ascii_uppercase();
+                if SQL_MODES_NOT_YET.contains(&m.as_str()) {
+                    return Err(TethysError::NotSupported(format!(
+                        "sql_mode {m} is not supported yet"
+                    )));
+                }
+                match SQL_MODES.iter().find(|k| **k == m) {
+                    Some(k) => modes.push(k),
+                    None => return Err(bad("")),
+                }
+            }
+            Ok(Some(
+                SQL_MODES
+                    .iter()
+                    .filter(|k| modes.contains(k))
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ))
+        }
+        "transaction_isolation" | "tx_isolation" => one_of(&[
+            "READ-UNCOMMITTED",
+            "READ-COMMITTED",
+            "REPEATABLE-READ",
+            "SERIALIZABLE",
+        ]),
+        "runtime_filter_mode" => one_of(&["OFF", "LOCAL", "GLOBAL"]),
+        _ => Ok(None),
+    }
+}
 
 /// The values a number variable may take: MySQL's and Doris' bounds, and
 /// ours where a bigger value would exhaust the server (a pipeline of 2^31
@@ -289,6 +381,9 @@ impl Variables {
                             "Variable 'session_track_transaction_info' can't be set to the value of \
                              '{value}': Tethys does not track transaction state (OFF only)"
                         )));
+                    }
+                    if let Some(v) = enum_value(d.name, value)? {
+                        return self.store(d, v);
                     }
                     if d.name == "group_commit" {
                         if tethys_proto::GroupCommitMode::parse(value).is_err() {

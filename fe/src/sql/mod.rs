@@ -3,6 +3,7 @@
 
 pub mod assign;
 pub mod calls;
+pub mod depth;
 pub mod functions;
 #[cfg(test)]
 mod functions_doc;

@@ -68,6 +68,11 @@ impl Tokens {
         self.toks.get(self.pos)
     }
 
+    /// Every token, wherever the cursor is.
+    pub fn all(&self) -> &[Token] {
+        &self.toks
+    }
+
     pub fn peek_at(&self, k: usize) -> Option<&Token> {
         self.toks.get(self.pos + k)
     }

@@ -121,6 +121,15 @@ impl Tablet {
             let name = e.file_name().to_string_lossy().to_string();
             if name.starts_with("txn_") && name.ends_with(".json") {
                 let p: PendingRowset = read_json(&e.path())?;
+                if meta.rowsets.iter().any(|r| r.txn_id == p.txn_id) {
+                    // A publish that wrote the meta and was stopped before
+                    // it removed the record: the rowset is live, the record
+                    // is not pending (kept, a republish after a compaction
+                    // renamed the rowset would add its rows twice, and an
+                    // abort would delete the live segments).
+                    let _ = fs::remove_file(e.path());
+                    continue;
+                }
                 pending.insert(p.txn_id, p);
             } else {
                 files.push(name);

@@ -197,12 +197,17 @@ impl Tablet {
         let _g = lock(&self.write_lock);
         if let Some(p) = lock(&self.pending).remove(&txn_id) {
             let _ = fs::remove_file(self.dir.join(format!("txn_{txn_id}.json")));
-            if let Some(m) = &self.mow {
-                for s in &p.segments {
+            // Never a file a visible rowset reads.
+            let live: std::collections::HashSet<String> = self
+                .meta()
+                .rowsets
+                .iter()
+                .flat_map(|r| r.segments.iter().map(|s| s.file.clone()))
+                .collect();
+            for s in p.segments.iter().filter(|s| !live.contains(&s.file)) {
+                if let Some(m) = &self.mow {
                     m.keys.remove(&self.dir.join(&s.file));
                 }
-            }
-            for s in p.segments {
                 let _ = fs::remove_file(self.dir.join(&s.file));
             }
         }

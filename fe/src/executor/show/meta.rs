@@ -323,6 +323,66 @@ pub fn describe_rows(t: &Table, full: bool) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The columns of `DESC t ALL`.
+pub const DESCRIBE_ALL_COLUMNS: [&str; 12] = [
+    "IndexName",
+    "IndexKeysType",
+    "Field",
+    "Type",
+    "InternalType",
+    "Null",
+    "Key",
+    "Default",
+    "Extra",
+    "Visible",
+    "DefineExpr",
+    "WhereClause",
+];
+
+/// `DESC t ALL`: every index of the table (Tethys has only the base
+/// index, no rollups), its name and model on its first row; Extra holds the
+/// aggregation (NONE for a value column of a DUPLICATE table, REPLACE of a
+/// UNIQUE one) and BLOOM_FILTER, as Doris lists them.
+pub fn describe_all_rows(t: &Table) -> Vec<Vec<String>> {
+    t.schema
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut extra = vec![];
+            if !c.is_key {
+                extra.push(match t.schema.merge_rule(i) {
+                    Some(a) if t.schema.keys_type == KeysType::Aggregate => a.sql().to_string(),
+                    _ if t.schema.keys_type == KeysType::Unique => "REPLACE".into(),
+                    _ => "NONE".into(),
+                });
+            }
+            if t.schema.bloom_filter_columns.contains(&c.name) {
+                extra.push("BLOOM_FILTER".into());
+            }
+            let (index, keys) = if i == 0 {
+                (t.name.clone(), t.schema.keys_type.doris_name().to_string())
+            } else {
+                (String::new(), String::new())
+            };
+            vec![
+                index,
+                keys,
+                c.name.clone(),
+                c.column_type.desc(),
+                c.column_type.internal_name(),
+                if c.nullable { "Yes" } else { "No" }.into(),
+                c.is_key.to_string(),
+                c.default.clone().unwrap_or_else(|| "NULL".into()),
+                extra.join(","),
+                "true".into(),
+                String::new(),
+                String::new(),
+            ]
+        })
+        .collect()
+}
+
 /// `SHOW COLUMNS FROM information_schema.x`.
 fn system_columns(table: &str, full: bool) -> Result<Vec<Vec<Option<String>>>> {
     let def = table_def(table).ok_or_else(|| unknown_table(information_schema::NAME, table))?;

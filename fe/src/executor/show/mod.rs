@@ -69,9 +69,12 @@ pub(super) async fn execute(fe: &Fe, session: &Session, stmt: Statement) -> Resu
                 vec![vec![d.clone(), format!("CREATE DATABASE `{d}`")]],
             )
         }
-        Statement::Describe { db, name, all: _ } => {
+        Statement::Describe { db, name, all } => {
             let db = crate::session::resolve_db(sdb, &db)?;
             let t = table_snapshot(fe, &db, &name)?;
+            if all {
+                return string_rows(&meta::DESCRIBE_ALL_COLUMNS, meta::describe_all_rows(&t));
+            }
             let rows = meta::describe_rows(&t, false);
             string_rows(&meta::DESCRIBE_COLUMNS, rows)
         }

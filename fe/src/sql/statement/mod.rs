@@ -40,6 +40,7 @@ pub fn parse(sql: &str) -> Result<Statement> {
     if t.at_end() {
         return Ok(Statement::Empty);
     }
+    crate::sql::depth::check(t.all())?;
     let first = match t.peek() {
         Some(Token::Word(w)) => w.value.to_ascii_lowercase(),
         Some(Token::LParen) => return Ok(Statement::Query(trimmed.to_string())),
