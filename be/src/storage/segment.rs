@@ -832,3 +832,7 @@ mod tests {
         assert!(err.contains("bloom filter checksum"), "{err}");
     }
 }
+
+#[cfg(test)]
+#[path = "segment_fuzz.rs"]
+mod fuzz;
