@@ -264,18 +264,12 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
     Ok(())
 }
 
-/// Stack of each runtime thread.
-const RUNTIME_STACK_BYTES: usize = 64 << 20;
-
 fn main() -> ExitCode {
     tune_allocator();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // Expressions up to Doris' depth limit (fe/src/sql/depth.rs) go
-        // through recursive rewrites and planning: 2 MiB held about 1,500
-        // levels. Untouched stack costs address space, not memory.
-        .thread_stack_size(RUNTIME_STACK_BYTES)
+        .thread_stack_size(tethys_common::config::RUNTIME_STACK_BYTES)
         .build()
     {
         Ok(rt) => rt,

@@ -87,6 +87,7 @@ impl Backend {
         let exec_runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("be-exec")
+            .thread_stack_size(tethys_common::config::RUNTIME_STACK_BYTES)
             .enable_all()
             .build()
             .map_err(|e| TethysError::io("starting the BE execution pool", e))?;

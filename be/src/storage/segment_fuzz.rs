@@ -47,9 +47,13 @@ fn clean() -> &'static Clean {
                         .collect::<Vec<_>>(),
                 )),
                 Arc::new(
-                    Decimal128Array::from((0..n).map(|i| i128::from(i * 37 % 100_000)).collect::<Vec<_>>())
-                        .with_precision_and_scale(12, 2)
-                        .expect("decimal"),
+                    Decimal128Array::from(
+                        (0..n)
+                            .map(|i| i128::from(i * 37 % 100_000))
+                            .collect::<Vec<_>>(),
+                    )
+                    .with_precision_and_scale(12, 2)
+                    .expect("decimal"),
                 ),
             ],
         )
