@@ -129,6 +129,11 @@ struct StandaloneArgs {
     /// `max_user_connections`); beyond, error 1203.
     #[arg(long, default_value_t = tethys_fe::frontend::MAX_USER_CONNECTIONS)]
     max_user_connections: usize,
+    /// Prepared statements all connections hold at most, COM_STMT_PREPARE's
+    /// and SQL `PREPARE`'s (MySQL's `max_prepared_stmt_count`); beyond,
+    /// error 1461.
+    #[arg(long, default_value_t = tethys_fe::frontend::MAX_PREPARED_STMTS)]
+    max_prepared_stmt_count: usize,
     /// Largest Stream Load body, MB, counted both as it arrives and as it
     /// decompresses (Doris' be.conf `streaming_load_max_mb`).
     #[arg(long, default_value_t = tethys_be::load::MAX_BODY_MB)]
@@ -157,6 +162,7 @@ impl Default for StandaloneArgs {
             enable_debug_points: false,
             qe_max_connection: tethys_fe::frontend::MAX_CONNECTIONS,
             max_user_connections: tethys_fe::frontend::MAX_USER_CONNECTIONS,
+            max_prepared_stmt_count: tethys_fe::frontend::MAX_PREPARED_STMTS,
             streaming_load_max_mb: tethys_be::load::MAX_BODY_MB,
         }
     }
@@ -233,6 +239,7 @@ async fn standalone(args: StandaloneArgs) -> Result<(), tethys_common::TethysErr
         auto_analyze_interval_secs: args.auto_analyze_interval_second,
         max_connections: args.qe_max_connection,
         max_user_connections: args.max_user_connections,
+        max_prepared_stmt_count: args.max_prepared_stmt_count,
     };
     let fe = tethys_fe::open(&fe_cfg).await?;
     let mut fe_stop = stop_rx.clone();

@@ -223,6 +223,44 @@ async fn negative_parameters_stay_one_value() {
     assert_eq!(v, Some(15));
 }
 
+/// Prepared statements are bounded in all, as MySQL's
+/// `max_prepared_stmt_count` (error 1461), not per connection: a client
+/// spreading statements over connections meets the same limit, and a
+/// closed statement or connection frees its place.
+#[tokio::test]
+async fn prepared_statements_are_bounded_server_wide() {
+    let server = TethysServer::start_with_args(&binary(), &["--max-prepared-stmt-count", "3"])
+        .await
+        .expect("start");
+    let mut a = Conn::new(server.opts()).await.expect("a");
+    let mut b = Conn::new(server.opts()).await.expect("b");
+    let first = a.prep("SELECT 1 + ?").await.expect("a 1");
+    tethys_sql_tests::run_all(&mut a, &["PREPARE q FROM 'SELECT 2 + ?'"]).await;
+    b.prep("SELECT 3 + ?").await.expect("b 1");
+    let e = b.prep("SELECT 4 + ?").await.expect_err("a fourth");
+    assert!(e.to_string().contains("1461"), "{e}");
+    let e = b
+        .query_drop("PREPARE r FROM 'SELECT 5'")
+        .await
+        .expect_err("a fourth by name");
+    assert!(e.to_string().contains("1461"), "{e}");
+    a.close(first).await.expect("close");
+    // COM_STMT_CLOSE has no answer: a round trip makes sure it was read.
+    a.ping().await.expect("ping");
+    b.prep("SELECT 6 + ?").await.expect("after a close");
+    a.disconnect().await.expect("disconnect");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match b.prep("SELECT 7 + ?").await {
+            Ok(_) => break,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "never freed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 /// Connections are bounded in all (`--qe-max-connection`, error 1040) and
 /// per user (`--max-user-connections`, error 1203); a closed connection
 /// frees its place.

@@ -81,6 +81,15 @@ async fn prepared_statements_use_the_binary_protocol() {
         .expect("read back");
     assert_eq!(ts.as_deref(), Some("2026-09-09 09:09:09"));
     c.close(stmt).await.expect("close");
+    // A `?` in a comment or a quoted name is no placeholder (it was
+    // counted, and the client then had to send two values).
+    let stmt = c
+        .prep("SELECT ? /* ? */ + 1 AS `b?` -- what?")
+        .await
+        .expect("prep");
+    assert_eq!(stmt.num_params(), 1);
+    let n: Option<i64> = c.exec_first(&stmt, (41,)).await.expect("exec");
+    assert_eq!(n, Some(42));
 }
 
 #[tokio::test]

@@ -70,9 +70,10 @@ pub struct ConnLimits {
     pub max_connections: AtomicUsize,
     /// Connections of one user (Doris' user property `max_user_connections`).
     pub max_user_connections: AtomicUsize,
-    /// Prepared statements of one connection (MySQL's
-    /// `max_prepared_stmt_count`, here per connection).
+    /// Prepared statements in all (MySQL's `max_prepared_stmt_count`).
     pub max_prepared_stmts: AtomicUsize,
+    /// Prepared statements every session holds now.
+    pub prepared_in_use: Arc<AtomicUsize>,
 }
 
 /// Doris' `qe_max_connection`.
@@ -88,6 +89,7 @@ impl Default for ConnLimits {
             max_connections: AtomicUsize::new(MAX_CONNECTIONS),
             max_user_connections: AtomicUsize::new(MAX_USER_CONNECTIONS),
             max_prepared_stmts: AtomicUsize::new(MAX_PREPARED_STMTS),
+            prepared_in_use: Default::default(),
         }
     }
 }

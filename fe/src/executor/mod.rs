@@ -89,7 +89,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
     session.take_assigned();
     match &stmt {
         S::Empty => Ok(ok()),
-        S::Query(_) | S::Insert { .. } | S::Explain { .. } => {
+        S::Query(_) | S::Bound(_) | S::Insert { .. } | S::Explain { .. } => {
             query::execute(fe, session, stmt).await
         }
         S::CreateDatabase { .. }

@@ -7,8 +7,9 @@
 //! DEALLOCATE PREPARE by_key;
 //! ```
 //!
-//! The statement is kept per session; EXECUTE binds the user variables'
-//! values as literals, the way COM_STMT_EXECUTE binds its parameters.
+//! The statement is parsed once and kept per session; EXECUTE binds the
+//! user variables' values into it (`sql::params`), the way
+//! COM_STMT_EXECUTE binds its parameters.
 
 use std::sync::Arc;
 
@@ -18,16 +19,12 @@ use tethys_common::{Result, TethysError};
 use crate::executor::{self, Output};
 use crate::frontend::Frontend;
 use crate::session::Session;
-use crate::sql::params::{bind_params, count_placeholders, number_literal, quote_str};
+use crate::sql::params::{Param, Prepared};
 use crate::sql::statement::PrepareSource;
 
-/// `PREPARE name FROM ...`: checks the statement's syntax and keeps it;
-/// at most `max` per session.
+/// `PREPARE name FROM ...`: parses the statement once and keeps it; at
+/// most `max` prepared statements in the whole server.
 pub fn prepare(session: &mut Session, name: &str, source: PrepareSource, max: usize) -> Result<()> {
-    let key = name.to_ascii_lowercase();
-    if session.prepared.len() >= max && !session.prepared.contains_key(&key) {
-        return Err(TethysError::TooManyPreparedStatements(max));
-    }
     let text = match source {
         PrepareSource::Text(t) => t,
         PrepareSource::UserVar(v) => match session.user_vars.get(&v) {
@@ -39,68 +36,57 @@ pub fn prepare(session: &mut Session, name: &str, source: PrepareSource, max: us
             }
         },
     };
-    let n = count_placeholders(&text);
-    crate::sql::parse(&bind_params(&text, &vec!["NULL".to_string(); n])?)?;
-    session.prepared.insert(key, text);
-    Ok(())
+    let prepared = Prepared::new(&text)?;
+    session.prepared.set_named(name, prepared, max)
 }
 
-/// `EXECUTE name USING @a, ...`.
+/// `EXECUTE name USING @a, ...`: the kept statement with the variables'
+/// values bound, not parsed again.
 pub async fn execute(
     fe: &Arc<Frontend>,
     session: &mut Session,
     name: &str,
     using: &[String],
 ) -> Result<Output> {
-    let text = session
+    let values: Vec<Param> = using
+        .iter()
+        .map(|v| param(session.user_vars.get(v).unwrap_or(&ScalarValue::Null)))
+        .collect();
+    let stmt = session
         .prepared
-        .get(&name.to_ascii_lowercase())
-        .cloned()
+        .named(name)
         .ok_or_else(|| {
             TethysError::Analysis(format!(
                 "Unknown prepared statement handler ({name}) given to EXECUTE"
             ))
-        })?;
-    if count_placeholders(&text) != using.len() {
-        return Err(TethysError::Analysis(format!(
-            "Incorrect arguments to EXECUTE: {name} takes {} parameters, {} given",
-            count_placeholders(&text),
-            using.len()
-        )));
-    }
-    let values: Vec<String> = using
-        .iter()
-        .map(|v| literal(session.user_vars.get(v).unwrap_or(&ScalarValue::Null)))
-        .collect();
-    let stmt = crate::sql::parse(&bind_params(&text, &values)?)?;
+        })?
+        .bind(&values)?;
     Box::pin(executor::execute(fe, session, stmt)).await
 }
 
 /// `DEALLOCATE PREPARE name`.
 pub fn deallocate(session: &mut Session, name: &str) -> Result<()> {
-    session
-        .prepared
-        .remove(&name.to_ascii_lowercase())
-        .map(|_| ())
-        .ok_or_else(|| {
-            TethysError::Analysis(format!(
-                "Unknown prepared statement handler ({name}) given to DEALLOCATE PREPARE"
-            ))
-        })
+    if session.prepared.deallocate(name) {
+        Ok(())
+    } else {
+        Err(TethysError::Analysis(format!(
+            "Unknown prepared statement handler ({name}) given to DEALLOCATE PREPARE"
+        )))
+    }
 }
 
-/// A user variable's value as a SQL literal.
-fn literal(v: &ScalarValue) -> String {
+/// A user variable's value as a parameter.
+fn param(v: &ScalarValue) -> Param {
     if v.is_null() {
-        return "NULL".into();
+        return Param::Null;
     }
     match v {
         ScalarValue::Utf8(Some(s))
         | ScalarValue::LargeUtf8(Some(s))
-        | ScalarValue::Utf8View(Some(s)) => quote_str(s),
-        ScalarValue::Boolean(Some(b)) => if *b { "TRUE" } else { "FALSE" }.into(),
-        v if v.data_type().is_numeric() => number_literal(&v.to_string()),
-        other => quote_str(&other.to_string()),
+        | ScalarValue::Utf8View(Some(s)) => Param::Text(s.clone()),
+        ScalarValue::Boolean(Some(b)) => Param::Bool(*b),
+        v if v.data_type().is_numeric() => Param::number(&v.to_string()),
+        other => Param::Text(other.to_string()),
     }
 }
 
@@ -109,23 +95,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn values_become_literals() {
-        assert_eq!(literal(&ScalarValue::Int64(Some(-3))), "(-3)");
-        assert_eq!(literal(&ScalarValue::Utf8(Some("it's".into()))), "'it''s'");
+    fn values_become_parameters() {
         assert_eq!(
-            literal(&ScalarValue::Decimal128(Some(1234), 10, 2)),
-            "12.34"
+            param(&ScalarValue::Int64(Some(-3))),
+            Param::Number("-3".into())
         );
-        assert_eq!(literal(&ScalarValue::Utf8(None)), "NULL");
-        assert_eq!(literal(&ScalarValue::Boolean(Some(true))), "TRUE");
+        assert_eq!(
+            param(&ScalarValue::Utf8(Some("it's".into()))),
+            Param::Text("it's".into())
+        );
+        assert_eq!(
+            param(&ScalarValue::Decimal128(Some(1234), 10, 2)),
+            Param::Number("12.34".into())
+        );
+        assert_eq!(param(&ScalarValue::Utf8(None)), Param::Null);
+        assert_eq!(param(&ScalarValue::Boolean(Some(true))), Param::Bool(true));
     }
 
     #[test]
-    fn prepare_checks_and_keeps_the_text() {
+    fn prepare_checks_and_keeps_the_statement() {
         let mut s = Session::new(1, "root".into(), "h".into());
         let text = |t: &str| PrepareSource::Text(t.into());
         prepare(&mut s, "q", text("SELECT ? + 1"), 2).unwrap();
-        assert!(s.prepared.contains_key("q"));
+        assert!(s.prepared.named("Q").is_some());
         assert!(prepare(&mut s, "bad", text("SELEC 1"), 2).is_err());
         assert!(prepare(&mut s, "v", PrepareSource::UserVar("none".into()), 2).is_err());
         // At most two; preparing a name again replaces it.

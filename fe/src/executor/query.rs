@@ -24,6 +24,10 @@ pub(super) async fn execute(fe: &Fe, session: &mut Session, stmt: Statement) -> 
     match stmt {
         Statement::Query(sql) => run_query(fe, session, &sql, None).await,
         Statement::Insert { sql, label } => run_query(fe, session, &sql, label).await,
+        Statement::Bound(b) => {
+            let parsed = crate::sql::rewrite::rewrite_for_datafusion(b.parsed)?;
+            run_parsed(fe, session, parsed, &b.text, b.label, false).await
+        }
         Statement::Explain {
             sql,
             verbose: _,
@@ -72,8 +76,21 @@ pub(super) async fn run_query_as(
     label: Option<String>,
     delete_rows: bool,
 ) -> Result<Output> {
+    let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
+    run_parsed(fe, session, parsed, sql, label, delete_rows).await
+}
+
+/// A query or INSERT parsed and rewritten for DataFusion, planned and run;
+/// `sql` is its text for the profile.
+async fn run_parsed(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    mut parsed: datafusion::sql::parser::Statement,
+    sql: &str,
+    label: Option<String>,
+    delete_rows: bool,
+) -> Result<Output> {
     let started = chrono::Local::now();
-    let mut parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
     let assigned = match &mut parsed {
         datafusion::sql::parser::Statement::Statement(s) => crate::sql::assign::rewrite(s)?,
         _ => vec![],
@@ -169,12 +186,13 @@ pub(super) async fn run_query_as(
 pub(crate) async fn result_schema(
     fe: &Arc<Frontend>,
     session: &Session,
-    sql: &str,
+    stmt: Statement,
 ) -> Result<Option<SchemaRef>> {
-    let Statement::Query(q) = crate::sql::parse(sql)? else {
-        return Ok(None);
+    let mut parsed = match stmt {
+        Statement::Query(q) => crate::sql::rewrite::parse_for_datafusion(&q)?,
+        Statement::Bound(b) if !b.insert => crate::sql::rewrite::rewrite_for_datafusion(b.parsed)?,
+        _ => return Ok(None),
     };
-    let mut parsed = crate::sql::rewrite::parse_for_datafusion(&q)?;
     let hidden = match &mut parsed {
         datafusion::sql::parser::Statement::Statement(s) => crate::sql::assign::rewrite(s)?.len(),
         _ => 0,

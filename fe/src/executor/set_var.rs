@@ -33,7 +33,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: SetStateme
         // All or nothing, as in MySQL: items run on a copy of the session,
         // which replaces it only when every one succeeded.
         SetStatement::Vars(items) => {
-            let mut staged = session.clone();
+            let mut staged = session.staged();
             let mut globals = fe.global_variables();
             let mut global_names = vec![];
             for item in items {

@@ -315,6 +315,31 @@ mod tests {
     use datafusion::physical_plan::test::TestMemoryExec;
     use futures::StreamExt;
 
+    /// `runtime_filter_wait_time_ms`: a scan waits for a join still
+    /// building its filter that long and no longer, and not at all for one
+    /// that has finished.
+    #[tokio::test]
+    async fn a_scan_waits_for_runtime_filters_as_long_as_the_variable_says() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        let k = col("k", &schema).unwrap();
+        let dynamic = Arc::new(DynamicFilterPhysicalExpr::new(vec![k], lit(true)));
+        let filters: Vec<Arc<dyn PhysicalExpr>> = vec![dynamic.clone()];
+        let wait = std::time::Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        wait_complete(&filters, wait).await;
+        let waited = started.elapsed();
+        assert!(waited >= wait, "{waited:?}");
+        assert!(waited < std::time::Duration::from_secs(30), "{waited:?}");
+        dynamic.mark_complete();
+        let long = std::time::Duration::from_secs(3600);
+        tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            wait_complete(&filters, long),
+        )
+        .await
+        .expect("a complete filter is not waited for");
+    }
+
     #[tokio::test]
     async fn a_filter_ships_its_bounds_and_never_its_true_parts() {
         let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));

@@ -2,7 +2,6 @@
 //! loop (COM_QUERY, COM_INIT_DB, COM_PING, COM_FIELD_LIST, COM_STMT_*),
 //! with statements cancellable by KILL and bounded by `query_timeout`.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -17,17 +16,11 @@ use crate::mysql::packet::PacketIo;
 use crate::mysql::proto::*;
 use crate::mysql::value::{RowEncoder, column_def};
 use crate::session::Session;
-use crate::sql::params::{bind_params, count_placeholders, number_literal, quote_str};
+use crate::sql::params::{Param, Prepared};
 use crate::sql::{self, Statement};
 
 /// How long a client may take to complete the handshake.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-struct Prepared {
-    sql: String,
-    params: usize,
-    types: Vec<(u8, u8)>,
-}
 
 /// What a command left to do.
 enum Step {
@@ -57,8 +50,6 @@ struct Conn<S> {
     session: Session,
     handle: Arc<ConnHandle>,
     caps: u32,
-    stmts: HashMap<u32, Prepared>,
-    next_stmt: u32,
     /// The session as the running statement found it, for session tracking.
     before: Option<crate::mysql::session_track::Before>,
 }
@@ -124,6 +115,8 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         return;
     }
     let mut session = Session::new(conn_id, hs.user.clone(), host.clone());
+    session.prepared =
+        crate::session::prepared::PreparedStatements::counted_in(fe.limits.prepared_in_use.clone());
     session.vars = fe.global_variables();
     if let Some(db) = &hs.database {
         let found = fe.catalog.read().database(db).map(|d| d.name.clone());
@@ -167,8 +160,6 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         session,
         handle,
         caps,
-        stmts: HashMap::new(),
-        next_stmt: 1,
         before: None,
     };
     let _ = conn.run().await;
@@ -188,23 +179,23 @@ fn int_param(r: &mut Reader<'_>, bytes: usize, unsigned: bool) -> Result<String,
     })
 }
 
-/// Reads one binary-protocol parameter as SQL literal text.
-fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malformed> {
+/// Reads one binary-protocol parameter.
+fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<Param, Malformed> {
     use crate::mysql::value::*;
     Ok(match ty {
-        T_TINY => number_literal(&int_param(r, 1, unsigned)?),
-        T_SHORT | T_YEAR => number_literal(&int_param(r, 2, unsigned)?),
-        T_LONG | T_INT24 => number_literal(&int_param(r, 4, unsigned)?),
-        T_LONGLONG => number_literal(&int_param(r, 8, unsigned)?),
+        T_TINY => Param::number(&int_param(r, 1, unsigned)?),
+        T_SHORT | T_YEAR => Param::number(&int_param(r, 2, unsigned)?),
+        T_LONG | T_INT24 => Param::number(&int_param(r, 4, unsigned)?),
+        T_LONGLONG => Param::number(&int_param(r, 8, unsigned)?),
         T_FLOAT => {
             let b = r.take(4)?;
-            number_literal(&f32::from_le_bytes([b[0], b[1], b[2], b[3]]).to_string())
+            Param::number(&f32::from_le_bytes([b[0], b[1], b[2], b[3]]).to_string())
         }
         T_DOUBLE => {
             let b = r.take(8)?;
             let mut a = [0u8; 8];
             a.copy_from_slice(b);
-            number_literal(&f64::from_le_bytes(a).to_string())
+            Param::number(&f64::from_le_bytes(a).to_string())
         }
         T_DATE | T_DATETIME | T_TIMESTAMP => {
             let n = r.u8()? as usize;
@@ -227,7 +218,7 @@ fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malf
                     s.push_str(&format!(".{micros:06}"));
                 }
             }
-            quote_str(&s)
+            Param::Text(s)
         }
         T_TIME => {
             let n = r.u8()? as usize;
@@ -240,23 +231,20 @@ fn read_param(r: &mut Reader<'_>, ty: u8, unsigned: bool) -> Result<String, Malf
                 0
             };
             let sign = if g(0) == 1 { "-" } else { "" };
-            quote_str(&format!(
+            Param::Text(format!(
                 "{sign}{:02}:{:02}:{:02}",
                 days * 24 + g(5),
                 g(6),
                 g(7)
             ))
         }
-        T_NULL => "NULL".into(),
-        T_NEWDECIMAL | T_DECIMAL => number_literal(&String::from_utf8_lossy(r.lenenc_bytes()?)),
+        T_NULL => Param::Null,
+        T_NEWDECIMAL | T_DECIMAL => Param::number(&String::from_utf8_lossy(r.lenenc_bytes()?)),
         _ => {
             let b = r.lenenc_bytes()?;
             match std::str::from_utf8(b) {
-                Ok(s) => quote_str(s),
-                Err(_) => {
-                    let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
-                    format!("X'{hex}'")
-                }
+                Ok(s) => Param::Text(s.to_string()),
+                Err(_) => Param::Bytes(b.to_vec()),
             }
         }
     })
@@ -356,7 +344,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
             COM_STMT_CLOSE => {
                 if body.len() >= 4 {
                     let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
-                    self.stmts.remove(&id);
+                    self.session.prepared.close(id);
                 }
                 // No response for COM_STMT_CLOSE.
                 return Step::Silent;
@@ -419,44 +407,38 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
         }
     }
 
-    /// COM_STMT_PREPARE: the statement's parameters and, for a query, the
-    /// columns it returns (planned with NULL parameters). libmariadb decodes
-    /// the binary rows of COM_STMT_EXECUTE with these; announcing none made
-    /// MariaDB Connector/ODBC's SQLColumns crash in mysql_stmt_store_result.
+    /// COM_STMT_PREPARE: parses the statement once and keeps it; answers
+    /// its parameters and, for a query, the columns it returns (planned
+    /// with NULL parameters). libmariadb decodes the binary rows of
+    /// COM_STMT_EXECUTE with these; announcing none made MariaDB
+    /// Connector/ODBC's SQLColumns crash in mysql_stmt_store_result.
     async fn prepare(&mut self, sql: String) {
         let max = self
             .fe
             .limits
             .max_prepared_stmts
             .load(std::sync::atomic::Ordering::Relaxed);
-        if self.stmts.len() >= max {
-            self.send_err(&TethysError::TooManyPreparedStatements(max));
-            return;
-        }
-        if let Err(e) = sql::parse(&sql) {
-            // Placeholders make some statements unparsable until bound; only
-            // reject what can never become valid.
-            if !sql.contains('?') {
+        let prepared = match Prepared::new(&sql) {
+            Ok(p) => p,
+            Err(e) => {
                 self.send_err(&e);
                 return;
             }
-        }
-        let id = self.next_stmt;
-        self.next_stmt += 1;
-        let params = count_placeholders(&sql);
-        if params > u16::MAX as usize {
-            self.send_err(&TethysError::Analysis(format!(
-                "Prepared statement contains too many placeholders ({params}; at most {})",
-                u16::MAX
-            )));
-            return;
-        }
-        let columns = match bind_params(&sql, &vec!["NULL".to_string(); params]) {
-            Ok(bound) => executor::result_schema(&self.fe, &self.session, &bound)
+        };
+        let params = prepared.params();
+        let columns = match prepared.bind(&vec![Param::Null; params]) {
+            Ok(stmt) => executor::result_schema(&self.fe, &self.session, stmt)
                 .await
                 .ok()
                 .flatten(),
             Err(_) => None,
+        };
+        let id = match self.session.prepared.add(prepared, max) {
+            Ok(id) => id,
+            Err(e) => {
+                self.send_err(&e);
+                return;
+            }
         };
         let ncols = columns.as_ref().map_or(0, |s| s.fields().len());
         let mut p = vec![0u8];
@@ -494,43 +476,37 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                 self.io.write_packet(&eof_packet(SERVER_STATUS_AUTOCOMMIT));
             }
         }
-        self.stmts.insert(
-            id,
-            Prepared {
-                sql,
-                params,
-                types: vec![],
-            },
-        );
     }
 
+    /// COM_STMT_EXECUTE: the kept statement with the packet's values bound.
     async fn execute_prepared(&mut self, body: &[u8]) {
         let mut r = Reader::new(body);
-        let parsed = (|| -> Result<(u32, Vec<String>), Malformed> {
+        let parsed = (|| -> Result<(u32, Vec<Param>), Malformed> {
             let id = r.u32()?;
             let _flags = r.u8()?;
             let _iters = r.u32()?;
-            let Some(st) = self.stmts.get_mut(&id) else {
+            let Some(st) = self.session.prepared.get_mut(id) else {
                 return Ok((id, vec![]));
             };
-            let n = st.params;
+            let n = st.params();
             let mut values = vec![];
             if n > 0 {
                 let bitmap = r.take(n.div_ceil(8))?.to_vec();
                 let bound = r.u8()?;
                 if bound == 1 {
-                    st.types = (0..n)
-                        .map(|_| Ok((r.u8()?, r.u8()?)))
-                        .collect::<Result<Vec<_>, Malformed>>()?;
+                    st.wire_types =
+                        (0..n)
+                            .map(|_| Ok((r.u8()?, r.u8()?)))
+                            .collect::<Result<Vec<_>, Malformed>>()?;
                 }
-                if st.types.len() != n {
+                if st.wire_types.len() != n {
                     return Err(Malformed);
                 }
                 for i in 0..n {
                     if bitmap[i / 8] & (1 << (i % 8)) != 0 {
-                        values.push("NULL".to_string());
+                        values.push(Param::Null);
                     } else {
-                        let (ty, flags) = st.types[i];
+                        let (ty, flags) = st.wire_types[i];
                         values.push(read_param(&mut r, ty, flags & 0x80 != 0)?);
                     }
                 }
@@ -546,14 +522,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                 return;
             }
         };
-        let Some(st) = self.stmts.get(&id) else {
+        let Some(st) = self.session.prepared.get_mut(id) else {
             self.send_err(&TethysError::Analysis(format!(
                 "Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"
             )));
             return;
         };
-        match bind_params(&st.sql, &values) {
-            Ok(sql) => self.run_statement_text(&sql, true).await,
+        match st.bind(&values) {
+            Ok(stmt) => {
+                let text = match &stmt {
+                    Statement::Bound(b) => b.text.clone(),
+                    _ => st.text().to_string(),
+                };
+                self.handle.set_command(&text);
+                self.run_statement(stmt, true, false).await;
+                self.handle.set_command("");
+            }
             Err(e) => self.send_err(&e),
         }
     }
@@ -576,24 +560,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
             self.handle.set_command(s);
             let ok = self.run_one(s, binary, more).await;
             self.handle.set_command("");
-            *self.handle.db.lock().unwrap_or_else(|p| p.into_inner()) =
-                self.session.database.clone();
             if !ok {
                 break;
             }
         }
     }
 
-    /// Runs one statement and writes its result; false if it failed.
+    /// Runs one statement's text and writes its result; false if it failed.
     async fn run_one(&mut self, sql: &str, binary: bool, more: bool) -> bool {
-        let stmt = match sql::parse(sql) {
-            Ok(s) => s,
+        match sql::parse(sql) {
+            Ok(stmt) => self.run_statement(stmt, binary, more).await,
             Err(e) => {
                 self.send_err(&e);
-                return false;
+                false
             }
+        }
+    }
+
+    /// Runs one parsed statement and writes its result; false if it failed.
+    async fn run_statement(&mut self, stmt: Statement, binary: bool, more: bool) -> bool {
+        let is_insert = match &stmt {
+            Statement::Insert { .. } => true,
+            Statement::Bound(b) => b.insert,
+            _ => false,
         };
-        let is_insert = matches!(stmt, Statement::Insert { .. });
         let timeout = if is_insert {
             std::time::Duration::from_secs(self.session.vars.insert_timeout_secs())
         } else {
@@ -614,6 +604,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
                 _ = tokio::time::sleep(timeout) => Err(TethysError::Timeout(timeout.as_secs())),
             }
         };
+        *self.handle.db.lock().unwrap_or_else(|p| p.into_inner()) = self.session.database.clone();
         match result {
             Ok(()) => true,
             Err(e) => {
@@ -698,7 +689,7 @@ mod tests {
         use crate::mysql::value::T_TIME;
         let bytes = [8, 0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3];
         let text = read_param(&mut Reader::new(&bytes), T_TIME, false).unwrap();
-        assert_eq!(text, "'103079215081:02:03'");
+        assert_eq!(text, Param::Text("103079215081:02:03".into()));
     }
 
     proptest::proptest! {

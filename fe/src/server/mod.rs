@@ -47,6 +47,8 @@ pub struct FrontendConfig {
     /// MySQL connections in all, and of one user.
     pub max_connections: usize,
     pub max_user_connections: usize,
+    /// Prepared statements in all (MySQL's `max_prepared_stmt_count`).
+    pub max_prepared_stmt_count: usize,
 }
 
 /// Opens the catalog and brings backends in line with it.
@@ -88,6 +90,10 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
         .store(cfg.max_connections, std::sync::atomic::Ordering::Relaxed);
     limits.max_user_connections.store(
         cfg.max_user_connections,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    limits.max_prepared_stmts.store(
+        cfg.max_prepared_stmt_count,
         std::sync::atomic::Ordering::Relaxed,
     );
     Ok(fe)

@@ -8,6 +8,7 @@ use tethys_common::config::{DEFAULT_BATCH_SIZE, MYSQL_SERVER_VERSION, VERSION_CO
 use tethys_common::{Result, TethysError};
 
 pub mod charsets;
+pub mod prepared;
 
 /// A session variable's definition.
 struct VarDef {
@@ -546,7 +547,7 @@ impl Variables {
 }
 
 /// One client session.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Session {
     pub conn_id: u32,
     pub user: String,
@@ -558,8 +559,8 @@ pub struct Session {
     /// Values a query's `@v := expr` left in its last row, written as the
     /// result streams out and taken into `user_vars` by the next statement.
     pub assigned: Arc<Mutex<Vec<(String, datafusion::scalar::ScalarValue)>>>,
-    /// `PREPARE`d statements by lower-case name.
-    pub prepared: BTreeMap<String, String>,
+    /// COM_STMT_PREPARE's and `PREPARE`'s statements.
+    pub prepared: prepared::PreparedStatements,
 }
 
 impl Session {
@@ -578,7 +579,22 @@ impl Session {
             vars: Variables::default(),
             user_vars: BTreeMap::new(),
             assigned: Default::default(),
-            prepared: BTreeMap::new(),
+            prepared: Default::default(),
+        }
+    }
+
+    /// A copy to try changes on (SET's items, all or nothing), without the
+    /// prepared statements, which stay with this session.
+    pub fn staged(&self) -> Session {
+        Session {
+            conn_id: self.conn_id,
+            user: self.user.clone(),
+            client_host: self.client_host.clone(),
+            database: self.database.clone(),
+            vars: self.vars.clone(),
+            user_vars: self.user_vars.clone(),
+            assigned: self.assigned.clone(),
+            prepared: Default::default(),
         }
     }
 }

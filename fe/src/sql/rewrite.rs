@@ -312,6 +312,12 @@ fn name_columns_like_mysql(stmt: &mut Statement) {
 
 /// Parses a query or INSERT for DataFusion, with Doris type names mapped.
 pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
+    rewrite_for_datafusion(parse_unrewritten(sql)?)
+}
+
+/// A query or INSERT parsed, not yet rewritten: what a prepared statement
+/// keeps, its `?` placeholders still in it (`sql::params`).
+pub fn parse_unrewritten(sql: &str) -> Result<DFStatement> {
     let sql = drop_binary_operator(sql);
     let mut stmts = DFParser::parse_sql_with_dialect(&sql, &MySqlDialect {})
         .map_err(|e| TethysError::Syntax(e.to_string()))?;
@@ -321,9 +327,14 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
             stmts.len()
         )));
     }
-    let mut stmt = stmts
+    stmts
         .pop_front()
-        .ok_or_else(|| TethysError::Syntax("empty statement".into()))?;
+        .ok_or_else(|| TethysError::Syntax("empty statement".into()))
+}
+
+/// The function checks and Doris rewrites of [`parse_for_datafusion`] on a
+/// statement [`parse_unrewritten`] gave (with its placeholders bound).
+pub fn rewrite_for_datafusion(mut stmt: DFStatement) -> Result<DFStatement> {
     if let DFStatement::Statement(s) = &mut stmt {
         super::functions::check_calls(s.as_ref())?;
         name_columns_like_mysql(s.as_mut());

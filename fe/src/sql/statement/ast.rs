@@ -116,11 +116,25 @@ pub enum PrepareSource {
     UserVar(String),
 }
 
+/// A prepared query or INSERT with its parameters bound (`sql::params`):
+/// the syntax tree parsed at PREPARE, each `?` replaced by a literal node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoundQuery {
+    /// Not yet rewritten for DataFusion (`rewrite::rewrite_for_datafusion`).
+    pub parsed: datafusion::sql::parser::Statement,
+    pub label: Option<String>,
+    pub insert: bool,
+    /// The bound statement as text, for SHOW PROCESSLIST and profiles.
+    pub text: String,
+}
+
 /// A parsed statement.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Statement {
     /// A query (or other statement) for DataFusion's planner.
     Query(String),
+    /// A prepared query or INSERT, bound.
+    Bound(Box<BoundQuery>),
     /// INSERT, with Doris-only clauses removed.
     Insert {
         sql: String,
