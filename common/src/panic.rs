@@ -6,6 +6,7 @@
 use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::FutureExt;
 
@@ -22,8 +23,19 @@ pub fn message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// Panics contained since the process started.
+static CONTAINED: AtomicU64 = AtomicU64::new(0);
+
+/// How many panics [`contain`] and [`contain_sync`] (and every caller of
+/// [`to_error`]) have turned into errors: a bug hit, even one the user saw
+/// only as error 1105. The fuzz targets assert it stays put.
+pub fn contained() -> u64 {
+    CONTAINED.load(Ordering::Relaxed)
+}
+
 /// The error a panic in `what` becomes.
 pub fn to_error(what: &str, payload: &(dyn Any + Send)) -> TethysError {
+    CONTAINED.fetch_add(1, Ordering::Relaxed);
     let msg = message(payload);
     tracing::error!("{what} panicked: {msg}");
     TethysError::Internal(format!("{what} stopped by a bug: {msg}"))
@@ -56,6 +68,7 @@ mod tests {
             "internal error: the test round stopped by a bug: boom 1"
         );
         assert_eq!(contain_sync("x", || 5).unwrap(), 5);
+        assert!(contained() >= 1);
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();

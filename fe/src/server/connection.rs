@@ -666,6 +666,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Conn<S> {
 }
 
 #[cfg(test)]
+#[path = "connection_fuzz.rs"]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -237,7 +237,7 @@ fn optional_ident_list(t: &mut Tokens) -> Result<Vec<String>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The table of the article Tethys was designed from.
@@ -365,7 +365,7 @@ mod tests {
 
     /// SQL-shaped noise: keywords, names in several scripts, literals,
     /// comments and punctuation in any order.
-    fn sql_soup() -> impl Strategy<Value = String> {
+    pub(crate) fn sql_soup() -> impl Strategy<Value = String> {
         let token = prop::sample::select(vec![
             "SELECT",
             "INSERT",
