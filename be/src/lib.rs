@@ -6,8 +6,9 @@
 //! `tethys-proto` ([`service`]). It never sees SQL.
 //!
 //! Layers, each importing only those below it:
-//! `service` -> `node` -> `exec` | `load` -> `storage`.
+//! `service` -> `node` -> `cluster` | `exec` | `load` -> `storage`.
 
+pub mod cluster;
 pub mod exec;
 pub mod load;
 pub mod node;

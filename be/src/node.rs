@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use tethys_common::{Result, TethysError};
 
+use crate::cluster::Membership;
 use crate::exec::FragmentExecutor;
 use crate::load::LoadContext;
 use crate::storage::StorageEngine;
@@ -25,7 +26,9 @@ pub struct BackendConfig {
     pub http_addr: SocketAddr,
     /// Worker threads of the fragment execution pool (0: number of cores).
     pub exec_threads: usize,
-    /// The FE's gRPC address (`http://host:port`), for loads this BE coordinates.
+    /// The FE's gRPC address (`http://host:port`), for loads this BE
+    /// coordinates: given in one process (standalone); a `tethys be`
+    /// learns it from the FE's heartbeats.
     pub fe_rpc_url: Option<String>,
     /// Bytes of decoded pages the storage page cache keeps (0: off).
     pub page_cache_bytes: usize,
@@ -46,6 +49,11 @@ pub struct Backend {
     pub executor: Arc<FragmentExecutor>,
     /// What loads coordinated here need of this backend.
     pub loads: Arc<LoadContext>,
+    /// The cluster this backend joined (`cluster.rs`).
+    pub membership: Membership,
+    /// Where the HTTP service listens (the FE learns it by heartbeat).
+    pub http_port: u16,
+    pub(crate) root: PathBuf,
     exec_runtime: Option<tokio::runtime::Runtime>,
     pub(crate) started_ms: i64,
 }
@@ -68,6 +76,9 @@ impl Backend {
     /// Opens the storage and builds the execution pool.
     pub fn open(cfg: &BackendConfig) -> Result<Arc<Backend>> {
         crate::load::wal::check_all(&cfg.root)?;
+        std::fs::create_dir_all(&cfg.root)
+            .map_err(|e| TethysError::io(format!("creating {}", cfg.root.display()), e))?;
+        let membership = Membership::open(&cfg.root)?;
         let engine = Arc::new(
             StorageEngine::open(&cfg.root)?
                 .with_page_cache(cfg.page_cache_bytes)
@@ -91,25 +102,35 @@ impl Backend {
             .enable_all()
             .build()
             .map_err(|e| TethysError::io("starting the BE execution pool", e))?;
-        let fe_channel = match &cfg.fe_rpc_url {
-            Some(url) => Some(
-                tonic::transport::Endpoint::from_shared(url.clone())
-                    .map_err(|e| TethysError::Analysis(format!("bad FE address {url}: {e}")))?
-                    .connect_timeout(std::time::Duration::from_secs(5))
-                    .connect_lazy(),
-            ),
-            None => None,
-        };
+        let loads = LoadContext::new(cfg.root.clone(), cfg.http_addr)
+            .with_max_body_bytes(cfg.max_body_bytes);
+        if let Some(url) = &cfg.fe_rpc_url {
+            loads.set_frontend(url)?;
+        }
         Ok(Arc::new(Backend {
             engine,
             executor,
-            loads: Arc::new(
-                LoadContext::new(cfg.root.clone(), cfg.http_addr, fe_channel)
-                    .with_max_body_bytes(cfg.max_body_bytes),
-            ),
+            loads: Arc::new(loads),
+            membership,
+            http_port: cfg.http_addr.port(),
+            root: cfg.root.clone(),
             exec_runtime: Some(exec_runtime),
             started_ms: chrono::Utc::now().timestamp_millis(),
         }))
+    }
+
+    /// Bytes in all and available of the data directory's file system
+    /// (0, 0 when it cannot be asked).
+    pub(crate) fn disk_capacity(&self) -> (i64, i64) {
+        match rustix::fs::statvfs(&self.root) {
+            Ok(s) => {
+                let unit = s.f_frsize.max(1);
+                let bytes =
+                    |blocks: u64| i64::try_from(blocks.saturating_mul(unit)).unwrap_or(i64::MAX);
+                (bytes(s.f_blocks), bytes(s.f_bavail))
+            }
+            Err(_) => (0, 0),
+        }
     }
 
     pub(crate) fn exec_handle(&self) -> Result<tokio::runtime::Handle> {

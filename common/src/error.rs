@@ -106,6 +106,10 @@ pub enum TethysError {
     /// A backend could not be reached or failed.
     #[error("backend error: {0}")]
     Backend(String),
+    /// A backend that belongs to another cluster (its data directory says
+    /// so) was asked to join this one.
+    #[error("{0}")]
+    WrongCluster(String),
     /// An error from the query engine.
     #[error("{0}")]
     Execution(String),
@@ -150,9 +154,13 @@ impl TethysError {
             DataQuality(_) => (5025, "HY000"),
             Cancelled => (1317, "70100"),
             Timeout(_) => (3024, "HY000"),
-            Analysis(_) | Corruption(_) | Io { .. } | Backend(_) | Execution(_) | Internal(_) => {
-                (1105, "HY000")
-            }
+            Analysis(_)
+            | Corruption(_)
+            | Io { .. }
+            | Backend(_)
+            | WrongCluster(_)
+            | Execution(_)
+            | Internal(_) => (1105, "HY000"),
         }
     }
 }
@@ -166,6 +174,7 @@ impl From<TethysError> for tonic::Status {
             Timeout(_) => tonic::Status::deadline_exceeded(msg),
             Corruption(_) => tonic::Status::data_loss(msg),
             NotSupported(_) => tonic::Status::unimplemented(msg),
+            WrongCluster(_) => tonic::Status::failed_precondition(msg),
             Analysis(_) | DataQuality(_) | Syntax(_) => tonic::Status::invalid_argument(msg),
             TooManyVersions(_)
             | TooManyConnections

@@ -246,7 +246,7 @@ impl TxnManager {
 
     /// Aborts a transaction and discards its data on every backend.
     pub async fn abort(&self, txn_id: i64, reason: &str) -> Result<()> {
-        let backends = self.backends.registered();
+        let backends = self.backends.alive();
         self.catalog.mutate(|state, _| {
             if let Some(t) = state.txns.get(&txn_id)
                 && matches!(t.state, TxnState::Committed | TxnState::Visible)
@@ -264,7 +264,8 @@ impl TxnManager {
         })?;
         for be in backends {
             if let Ok(c) = self.backends.client(&be) {
-                // Best effort: a backend that misses this aborts at the next recovery.
+                // Best effort: a backend that misses this (or is dead now)
+                // aborts it when it is next reconciled.
                 let _ = c.abort_txn(AbortTxnRequest { txn_id }).await;
             }
         }
@@ -327,7 +328,11 @@ impl TxnManager {
         Ok(n)
     }
 
-    /// At startup: finish what a crash interrupted.
+    /// At startup: finish what a crash interrupted. A backend that cannot
+    /// be reached now is left for later: what it must publish is published
+    /// by the periodic republish; its pending data of finished transactions
+    /// is aborted whenever a heartbeat finds it back
+    /// ([`TxnManager::reconcile`], also for every alive backend at start).
     pub async fn recover(&self) -> Result<()> {
         let (prepare, committed): (Vec<i64>, Vec<i64>) = {
             let s = self.catalog.read();
@@ -349,23 +354,25 @@ impl TxnManager {
                 .await?;
         }
         for id in committed {
-            self.publish(id).await?;
+            if let Err(e) = self.publish(id).await {
+                tracing::warn!("{e}");
+            }
         }
-        // Pending data on backends of transactions that are not going anywhere.
-        let backends = self.backends.registered();
-        for be in backends {
-            let c = self.backends.client(&be)?;
-            let pending = c.pending_txns(PendingTxnsRequest {}).await?.txn_ids;
-            for id in pending {
-                let state = self.catalog.read().txns.get(&id).map(|t| t.state);
-                if !matches!(
-                    state,
-                    Some(TxnState::Prepare)
-                        | Some(TxnState::Committed)
-                        | Some(TxnState::Precommitted)
-                ) {
-                    c.abort_txn(AbortTxnRequest { txn_id: id }).await?;
-                }
+        Ok(())
+    }
+
+    /// Aborts the pending data backend `be` holds of transactions that are
+    /// not going anywhere (aborted, or forgotten while it was away).
+    pub async fn reconcile(&self, be: &crate::catalog::BackendInfo) -> Result<()> {
+        let c = self.backends.client(be)?;
+        let pending = c.pending_txns(PendingTxnsRequest {}).await?.txn_ids;
+        for id in pending {
+            let state = self.catalog.read().txns.get(&id).map(|t| t.state);
+            if !matches!(
+                state,
+                Some(TxnState::Prepare) | Some(TxnState::Committed) | Some(TxnState::Precommitted)
+            ) {
+                c.abort_txn(AbortTxnRequest { txn_id: id }).await?;
             }
         }
         Ok(())

@@ -19,6 +19,7 @@ use mysql_async::{Conn, OptsBuilder, Value};
 use sqllogictest::{AsyncDB, DBOutput};
 use tokio::sync::Mutex;
 
+pub mod cluster;
 mod column_type;
 mod fixture;
 

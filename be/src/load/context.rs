@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tethys_common::backend_client::BackendPool;
 use tethys_common::{Result, TethysError};
@@ -28,19 +28,36 @@ pub struct LoadContext {
     pub group_commits: GroupCommits,
     /// Bytes a body may hold, compressed and decompressed.
     pub max_body_bytes: u64,
-    fe_channel: Option<Channel>,
+    /// The FE's address and a channel to it: given at start (standalone)
+    /// or learnt from the FE's heartbeats.
+    fe: Mutex<Option<(String, Channel)>>,
 }
 
 impl LoadContext {
-    pub fn new(root: PathBuf, http_addr: SocketAddr, fe_channel: Option<Channel>) -> Self {
+    pub fn new(root: PathBuf, http_addr: SocketAddr) -> Self {
         LoadContext {
             root,
             http_addr,
             pool: Default::default(),
             group_commits: Default::default(),
             max_body_bytes: super::decompress::MAX_BODY_BYTES,
-            fe_channel,
+            fe: Mutex::new(None),
         }
+    }
+
+    /// Where the FE's RPC service listens (`http://host:port`); a new
+    /// address replaces the old one (an FE that moved).
+    pub fn set_frontend(&self, url: &str) -> Result<()> {
+        let mut fe = self.fe.lock().unwrap_or_else(|p| p.into_inner());
+        if fe.as_ref().is_some_and(|(u, _)| u == url) {
+            return Ok(());
+        }
+        let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+            .map_err(|e| TethysError::Analysis(format!("bad FE address {url}: {e}")))?
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .connect_lazy();
+        *fe = Some((url.to_string(), channel));
+        Ok(())
     }
 
     /// Bounds a load's body to `bytes`, compressed and decompressed.
@@ -51,7 +68,9 @@ impl LoadContext {
 
     /// A client of the FE service, when this backend knows its FE.
     pub fn frontend(&self) -> Option<FrontendServiceClient<Channel>> {
-        self.fe_channel.clone().map(FrontendServiceClient::new)
+        let fe = self.fe.lock().unwrap_or_else(|p| p.into_inner());
+        fe.as_ref()
+            .map(|(_, c)| FrontendServiceClient::new(c.clone()))
     }
 
     /// The FE client, or the error a load reports without one.

@@ -39,13 +39,35 @@ impl BackendService for BackendRpc {
         &self,
         req: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, Status> {
-        let (tablets, bytes) = self.backend.engine.totals();
+        let req = req.into_inner();
+        let b = &self.backend;
+        // Another cluster's heartbeat is refused before anything changes.
+        if req.cluster_id != 0 {
+            b.membership.join(req.cluster_id)?;
+        }
+        if !req.fe_host.is_empty() && req.fe_rpc_port != 0 {
+            let host = if req.fe_host.contains(':') {
+                format!("[{}]", req.fe_host)
+            } else {
+                req.fe_host.clone()
+            };
+            b.loads
+                .set_frontend(&format!("http://{host}:{}", req.fe_rpc_port))?;
+        }
+        let (tablets, bytes) = b.engine.totals();
+        let (total, avail) = b.disk_capacity();
         Ok(Response::new(HeartbeatResponse {
-            backend_id: req.into_inner().backend_id,
+            backend_id: req.backend_id,
             tablet_count: tablets as i64,
             data_used_bytes: bytes as i64,
             version: env!("CARGO_PKG_VERSION").into(),
-            start_time_ms: self.backend.started_ms,
+            start_time_ms: b.started_ms,
+            http_port: u32::from(b.http_port),
+            disk_total_bytes: total,
+            disk_avail_bytes: avail,
+            cpu_cores: std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(1),
         }))
     }
 

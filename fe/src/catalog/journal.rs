@@ -72,8 +72,17 @@ pub enum EditOp {
         table: String,
         columns: Vec<String>,
     },
+    /// `ALTER SYSTEM ADD BACKEND`, or a known backend's ports changed.
     AddBackend {
         backend: BackendInfo,
+    },
+    /// `ALTER SYSTEM DROPP BACKEND`.
+    DropBackend {
+        id: i64,
+    },
+    /// The cluster's id, picked when the FE first opens.
+    InitCluster {
+        cluster_id: i64,
     },
     BeginTxn {
         txn: TxnRecord,
@@ -209,6 +218,12 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
         }
         EditOp::AddBackend { backend } => {
             state.backends.insert(backend.id, backend.clone());
+        }
+        EditOp::DropBackend { id } => {
+            state.backends.remove(id);
+        }
+        EditOp::InitCluster { cluster_id } => {
+            state.cluster_id = *cluster_id;
         }
         EditOp::BeginTxn { txn } => {
             state.txns.insert(txn.id, txn.clone());

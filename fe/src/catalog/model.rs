@@ -348,6 +348,10 @@ pub struct CatalogState {
     /// restarts as Doris keeps them; new sessions start from them.
     #[serde(default)]
     pub globals: BTreeMap<String, String>,
+    /// The cluster's id, given to every backend by heartbeat (0 in a
+    /// catalog written before clusters: the FE picks one when it opens).
+    #[serde(default)]
+    pub cluster_id: i64,
 }
 
 impl CatalogState {

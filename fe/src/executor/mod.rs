@@ -23,11 +23,13 @@ mod query;
 mod session;
 mod set_var;
 mod show;
+mod system;
 
 pub use analyze::auto_analyze;
 pub use ddl::ensure_all_tablets;
 pub(crate) use query::result_schema;
 pub(crate) use show::filtered_nullable;
+pub use system::heartbeat_round;
 
 /// The frontend, as every statement family's `execute` takes it.
 type Fe = Arc<Frontend>;
@@ -129,6 +131,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         | S::ShowLoad { .. }
         | S::ShowEmpty { .. }
         | S::ShowEngines => show::execute(fe, session, stmt).await,
+        S::AlterSystem(a) => system::alter_system(fe, a.clone()).await,
     }
 }
 

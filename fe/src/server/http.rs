@@ -96,10 +96,18 @@ async fn redirect_load(
         if d.table(&table).is_none() {
             return fail(format!("unknown table, table={table}"));
         }
-        s.backends.values().cloned().collect()
+        drop(s);
+        // An alive backend whose HTTP port is known (a backend added by
+        // ALTER SYSTEM learns it at its first heartbeat).
+        st.fe
+            .backends
+            .alive()
+            .into_iter()
+            .filter(|b| b.http_port != 0)
+            .collect()
     };
     if backends.is_empty() {
-        return fail("No backend is available to coordinate the load".into());
+        return fail("No backend is alive to coordinate the load".into());
     }
     let be = &backends[st.next_be.fetch_add(1, Ordering::Relaxed) % backends.len()];
     let mut location = format!(

@@ -49,7 +49,12 @@ pub struct FrontendConfig {
     pub max_user_connections: usize,
     /// Prepared statements in all (MySQL's `max_prepared_stmt_count`).
     pub max_prepared_stmt_count: usize,
+    /// How often every backend is heartbeated, seconds (Doris: 5).
+    pub heartbeat_interval_secs: u64,
 }
+
+/// Doris' heartbeat period, seconds.
+pub const HEARTBEAT_INTERVAL_SECS: u64 = 5;
 
 /// Opens the catalog and brings backends in line with it.
 pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
@@ -81,8 +86,18 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
             ))
         })?;
     }
+    if catalog.read().cluster_id == 0 {
+        // Positive and below 2^62: readable, and never 0 ("none").
+        let id = (rand::random::<u64>() >> 2) as i64 | 1;
+        catalog.mutate(|_, _| Ok((EditOp::InitCluster { cluster_id: id }, ())))?;
+    }
     let fe = Frontend::new(catalog);
-    crate::executor::ensure_all_tablets(&fe).await?;
+    // One heartbeat round before anything else asks a backend: it tells
+    // each backend its cluster and FE, finds which are alive and catches
+    // those up (tablets, transactions). A dead one is caught up when it
+    // comes back (`heartbeat.rs`); the FE starts anyway.
+    fe.backends.set_heartbeater(heartbeater(cfg, &fe));
+    crate::executor::heartbeat_round(&fe).await;
     fe.txn.recover().await?;
     let limits = &fe.limits;
     limits
@@ -97,6 +112,24 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
         std::sync::atomic::Ordering::Relaxed,
     );
     Ok(fe)
+}
+
+/// This FE as its heartbeats name it: where its RPC service listens (the
+/// backends call it for the loads they coordinate) and its cluster.
+fn heartbeater(cfg: &FrontendConfig, fe: &Frontend) -> crate::backends::Heartbeater {
+    let ip = cfg.rpc_addr.ip();
+    // Bound to every interface: loopback reaches it from this host;
+    // `--host` names the address other hosts should use.
+    let host = if ip.is_unspecified() {
+        std::net::Ipv4Addr::LOCALHOST.to_string()
+    } else {
+        ip.to_string()
+    };
+    crate::backends::Heartbeater {
+        fe_host: host,
+        fe_rpc_port: cfg.rpc_addr.port(),
+        cluster_id: fe.catalog.read().cluster_id,
+    }
 }
 
 /// Runs `round` after `first` and then every `every` (a round that
@@ -146,7 +179,14 @@ pub async fn serve(
     let mut rx2 = rx.clone();
     let rx3 = rx.clone();
     let rx5 = rx.clone();
+    let rx6 = rx.clone();
     let mut rx4 = rx;
+    let beat_fe = fe.clone();
+    let every = Duration::from_secs(cfg.heartbeat_interval_secs.max(1));
+    spawn_periodic("the heartbeat", every, every, rx6, move || {
+        let fe = beat_fe.clone();
+        async move { crate::executor::heartbeat_round(&fe).await }
+    });
     if cfg.auto_analyze_interval_secs > 0 {
         let fe = fe.clone();
         let every = Duration::from_secs(cfg.auto_analyze_interval_secs);

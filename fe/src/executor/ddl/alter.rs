@@ -9,7 +9,7 @@ use super::create_table::check_overlap;
 use super::create_table::parse_range;
 use super::tablets::create_tablets;
 use super::tablets::drop_tablets;
-use super::tablets::new_partition;
+use super::tablets::{Placement, new_partition};
 use crate::catalog::*;
 use crate::frontend::Frontend;
 use crate::session::resolve_db;
@@ -55,7 +55,9 @@ pub async fn truncate_table(
     only: &[String],
 ) -> Result<()> {
     let db = resolve_db(session_db, db)?;
+    let alive = fe.backends.alive_ids();
     let (table, old, new) = fe.catalog.mutate(|state, ids| {
+        let mut place = Placement::new(state, &alive);
         let (d, t) = state.find_table(&db, name)?;
         for p in only {
             t.existing_partition(p)?;
@@ -65,7 +67,7 @@ pub async fn truncate_table(
         let mut new = vec![];
         for p in &t.partitions {
             if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(&p.name)) {
-                let np = new_partition(state, ids, &p.name, p.range, p.buckets)?;
+                let np = new_partition(&mut place, ids, &p.name, p.range, p.buckets)?;
                 old.push(p.clone());
                 new.push(np.clone());
                 parts.push(np);
@@ -164,6 +166,7 @@ pub async fn add_partition(
     def: &PartitionDef,
 ) -> Result<()> {
     let db = resolve_db(session_db, db)?;
+    let alive = fe.backends.alive_ids();
     let added = fe.catalog.mutate(|state, ids| {
         let (d, t) = state.find_table(&db, table)?;
         let ty = t.partition_column_type().ok_or_else(|| {
@@ -190,7 +193,7 @@ pub async fn add_partition(
         let range = parse_range(def, &ty, prev)?;
         check_overlap(&t.partitions, &def.name, range, &ty)?;
         let p = new_partition(
-            state,
+            &mut Placement::new(state, &alive),
             ids,
             &def.name,
             Some(range),

@@ -14,8 +14,8 @@ use super::alter::check_group_commit_property;
 use super::tablets::DEFAULT_BUCKETS;
 use super::tablets::create_tablets;
 use super::tablets::drop_tablets;
-use super::tablets::new_partition;
 use super::tablets::now_ms;
+use super::tablets::{Placement, new_partition, not_enough_backends};
 use crate::catalog::*;
 use crate::frontend::Frontend;
 use crate::session::resolve_db;
@@ -173,11 +173,11 @@ fn random_forbidden(schema: &TableSchema) -> bool {
 }
 
 /// Validates CREATE TABLE and builds the catalog table (without ids).
-fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Result<Table> {
+fn build_table(ct: &CreateTable, place: &mut Placement, ids: &mut IdGen) -> Result<Table> {
     let (keys_type, key_columns) = keys_of(ct)?;
     check_defaults(ct)?;
     let columns = columns_of(ct, keys_type, key_columns.len())?;
-    let options = options_of(ct, state, keys_type, &columns)?;
+    let options = options_of(ct, place.backends(), keys_type, &columns)?;
     let schema = TableSchema {
         columns,
         num_key_columns: key_columns.len(),
@@ -189,7 +189,7 @@ fn build_table(ct: &CreateTable, state: &CatalogState, ids: &mut IdGen) -> Resul
     };
     let (distribution, auto_buckets) = distribution_of(ct, &schema)?;
     let table_id = ids.alloc();
-    let (partition_column, partitions) = partitions_of(ct, state, ids, &schema, &distribution)?;
+    let (partition_column, partitions) = partitions_of(ct, place, ids, &schema, &distribution)?;
     Ok(Table {
         id: table_id,
         name: ct.name.clone(),
@@ -338,7 +338,7 @@ struct TableOptions {
 
 fn options_of(
     ct: &CreateTable,
-    state: &CatalogState,
+    alive_backends: usize,
     keys_type: KeysType,
     columns: &[Column],
 ) -> Result<TableOptions> {
@@ -353,11 +353,14 @@ fn options_of(
         match lk.as_str() {
             "replication_num" | "replication_allocation" => {
                 let n = replicas_of(&lk, v)?;
-                if n == 0 || n > state.backends.len() {
-                    return Err(TethysError::Analysis(format!(
-                        "Failed to find enough backend, please check the replication num,replication tag and storage medium. \
-                         Create {n} replicas, but only {} backend(s) are available",
-                        state.backends.len()
+                if n == 0 || n > alive_backends {
+                    return Err(not_enough_backends(n, alive_backends));
+                }
+                if n > 1 {
+                    // Taken and ignored, a second replica would be a promise
+                    // of durability nothing keeps.
+                    return Err(TethysError::NotSupported(format!(
+                        "{lk} {n}: more than one replica per tablet is not supported yet"
                     )));
                 }
                 properties.insert(
@@ -566,7 +569,7 @@ fn distribution_of(ct: &CreateTable, schema: &TableSchema) -> Result<(Distributi
 /// unnamed partition for an unpartitioned table).
 fn partitions_of(
     ct: &CreateTable,
-    state: &CatalogState,
+    place: &mut Placement,
     ids: &mut IdGen,
     schema: &TableSchema,
     distribution: &Distribution,
@@ -602,7 +605,7 @@ fn partitions_of(
                 check_overlap(&partitions, &def.name, range, &ty)?;
                 prev = range.1;
                 partitions.push(new_partition(
-                    state,
+                    place,
                     ids,
                     &def.name,
                     Some(range),
@@ -614,7 +617,7 @@ fn partitions_of(
         }
         None => {
             partitions.push(new_partition(
-                state,
+                place,
                 ids,
                 &ct.name,
                 None,
@@ -633,6 +636,7 @@ pub async fn create_table(
     ct: &CreateTable,
 ) -> Result<()> {
     let db = resolve_db(session_db, &ct.db)?;
+    let alive = fe.backends.alive_ids();
     let created = fe.catalog.mutate(|state, ids| {
         let d = state
             .database(&db)
@@ -643,7 +647,7 @@ pub async fn create_table(
             }
             return Err(TethysError::TableExists(ct.name.clone()));
         }
-        let t = build_table(ct, state, ids)?;
+        let t = build_table(ct, &mut Placement::new(state, &alive), ids)?;
         Ok((
             EditOp::CreateTable {
                 db: d.name.clone(),

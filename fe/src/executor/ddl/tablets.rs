@@ -18,17 +18,64 @@ pub(super) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// Picks the backend for a new tablet (round-robin over registered backends).
-fn pick_backend(state: &CatalogState, seq: i64) -> Result<i64> {
-    let ids: Vec<i64> = state.backends.keys().copied().collect();
-    if ids.is_empty() {
-        return Err(TethysError::Analysis("no backend is registered".into()));
+/// Where new tablets go: the alive backends, each new tablet on the one
+/// holding the fewest (ties to the lowest id), so tablets spread evenly and a
+/// backend that joins gets the next ones.
+pub(super) struct Placement {
+    tablets: BTreeMap<i64, usize>,
+}
+
+impl Placement {
+    /// The backends of `alive` that `state` registers, with the tablets
+    /// each holds.
+    pub(super) fn new(state: &CatalogState, alive: &[i64]) -> Placement {
+        let mut tablets: BTreeMap<i64, usize> = alive
+            .iter()
+            .filter(|id| state.backends.contains_key(id))
+            .map(|id| (*id, 0))
+            .collect();
+        for t in state
+            .databases
+            .values()
+            .flat_map(|d| d.tables.values())
+            .flat_map(|t| t.partitions.iter())
+            .flat_map(|p| p.tablets.iter())
+        {
+            if let Some(n) = tablets.get_mut(&t.backend_id) {
+                *n += 1;
+            }
+        }
+        Placement { tablets }
     }
-    Ok(ids[(seq as usize) % ids.len()])
+
+    /// Backends new tablets may go to.
+    pub(super) fn backends(&self) -> usize {
+        self.tablets.len()
+    }
+
+    /// The backend of the next new tablet.
+    fn pick(&mut self) -> Result<i64> {
+        let (id, n) = self
+            .tablets
+            .iter_mut()
+            .min_by_key(|(id, n)| (**n, **id))
+            .ok_or_else(|| not_enough_backends(1, 0))?;
+        *n += 1;
+        Ok(*id)
+    }
+}
+
+/// Doris' error for a table asking more replicas than there are alive
+/// backends.
+pub(super) fn not_enough_backends(replicas: usize, alive: usize) -> TethysError {
+    TethysError::Analysis(format!(
+        "Failed to find enough backend, please check the replication num,replication tag and storage medium. \
+         Create {replicas} replicas, but only {alive} backend(s) are available"
+    ))
 }
 
 pub(super) fn new_partition(
-    state: &CatalogState,
+    place: &mut Placement,
     ids: &mut IdGen,
     name: &str,
     range: Option<(Bound, Bound)>,
@@ -40,7 +87,7 @@ pub(super) fn new_partition(
         let tid = ids.alloc();
         tablets.push(TabletRef {
             id: tid,
-            backend_id: pick_backend(state, tid)?,
+            backend_id: place.pick()?,
         });
     }
     Ok(Partition {
@@ -103,8 +150,9 @@ pub async fn drop_tablets(fe: &Arc<Frontend>, partitions: &[Partition]) {
     }
 }
 
-/// Re-creates every tablet the catalog lists (idempotent on backends).
-pub async fn ensure_all_tablets(fe: &Arc<Frontend>) -> Result<()> {
+/// Re-creates every tablet the catalog lists on backend `be` (idempotent
+/// there): at FE start for each alive backend, and when one comes back.
+pub async fn ensure_all_tablets(fe: &Arc<Frontend>, be: &BackendInfo) -> Result<()> {
     let tables: Vec<Table> = fe
         .catalog
         .read()
@@ -112,8 +160,29 @@ pub async fn ensure_all_tablets(fe: &Arc<Frontend>) -> Result<()> {
         .values()
         .flat_map(|d| d.tables.values().cloned())
         .collect();
-    for t in tables {
-        create_tablets(fe, &t, &t.partitions).await?;
+    let mut specs = vec![];
+    for t in &tables {
+        for p in &t.partitions {
+            for tablet in p.tablets.iter().filter(|x| x.backend_id == be.id) {
+                specs.push(TabletSpec {
+                    tablet_id: tablet.id,
+                    table_id: t.id,
+                    partition_id: p.id,
+                    schema: Some(t.schema.to_pb()),
+                    initial_version: tethys_common::config::INITIAL_VERSION,
+                });
+            }
+        }
+    }
+    if specs.is_empty() {
+        return Ok(());
+    }
+    let c = fe.backends.client(be)?;
+    for chunk in specs.chunks(1024) {
+        c.create_tablets(CreateTabletsRequest {
+            tablets: chunk.to_vec(),
+        })
+        .await?;
     }
     Ok(())
 }

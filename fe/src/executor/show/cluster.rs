@@ -1,6 +1,7 @@
 //! SHOW PROCESSLIST, SHOW BACKENDS and SHOW FRONTENDS.
 
 use super::*;
+use std::collections::BTreeMap;
 
 /// `ShowProcessList`.
 pub(super) async fn processlist(fe: &Arc<Frontend>, session: &Session) -> Result<Output> {
@@ -26,56 +27,108 @@ pub(super) async fn processlist(fe: &Arc<Frontend>, session: &Session) -> Result
     )
 }
 
-/// `ShowBackends`.
+/// Doris' SHOW BACKENDS columns, in order.
+const BACKEND_COLUMNS: [&str; 28] = [
+    "BackendId",
+    "Host",
+    "HeartbeatPort",
+    "BePort",
+    "HttpPort",
+    "BrpcPort",
+    "ArrowFlightSqlPort",
+    "LastStartTime",
+    "LastHeartbeat",
+    "Alive",
+    "SystemDecommissioned",
+    "TabletNum",
+    "DataUsedCapacity",
+    "TrashUsedCapacity",
+    "AvailCapacity",
+    "TotalCapacity",
+    "UsedPct",
+    "MaxDiskUsedPct",
+    "RemoteUsedCapacity",
+    "Tag",
+    "ErrMsg",
+    "Version",
+    "Status",
+    "HeartbeatFailureCounter",
+    "CpuCores",
+    "Memory",
+    "RunningTasks",
+    "NodeRole",
+];
+
+/// `ShowBackends`: every registered backend as the last heartbeat round
+/// found it (asking none of them now, so a dead one costs nothing), sorted
+/// by host as Doris sorts them. One port serves heartbeats, the backend
+/// service and fragment exchange, so HeartbeatPort, BePort and BrpcPort
+/// are the same; Tethys has no Arrow Flight SQL port (-1), trash, remote
+/// storage or resource tags beyond the default.
 pub(super) async fn backends(fe: &Arc<Frontend>) -> Result<Output> {
-    let backends = fe.backends.registered();
-    let mut rows = vec![];
-    for b in backends {
-        let alive = match fe.backends.client(&b) {
-            Ok(c) => c
-                .heartbeat(tethys_proto::HeartbeatRequest { backend_id: b.id })
-                .await
-                .ok(),
-            Err(_) => None,
-        };
-        rows.push(vec![
-            b.id.to_string(),
-            b.host.clone(),
-            b.rpc_port.to_string(),
-            b.http_port.to_string(),
-            alive
-                .as_ref()
-                .map(|h| fmt_time(h.start_time_ms))
-                .unwrap_or_else(|| "NULL".into()),
-            (alive.is_some()).to_string(),
-            alive
-                .as_ref()
-                .map(|h| h.tablet_count.to_string())
-                .unwrap_or_default(),
-            alive
-                .as_ref()
-                .map(|h| fmt_size(h.data_used_bytes))
-                .unwrap_or_default(),
-            alive
-                .as_ref()
-                .map(|h| h.version.clone())
-                .unwrap_or_default(),
-        ]);
-    }
-    string_rows(
-        &[
-            "BackendId",
-            "Host",
-            "BePort",
-            "HttpPort",
-            "LastStartTime",
-            "Alive",
-            "TabletNum",
-            "DataUsedCapacity",
-            "Version",
-        ],
-        rows,
-    )
+    let mut backends = fe.backends.registered();
+    backends.sort_by(|a, b| (&a.host, a.rpc_port).cmp(&(&b.host, b.rpc_port)));
+    let tablets: BTreeMap<i64, usize> = {
+        let state = fe.catalog.read();
+        let mut n = BTreeMap::new();
+        for t in state
+            .databases
+            .values()
+            .flat_map(|d| d.tables.values())
+            .flat_map(|t| t.partitions.iter())
+            .flat_map(|p| p.tablets.iter())
+        {
+            *n.entry(t.backend_id).or_insert(0) += 1;
+        }
+        n
+    };
+    let rows = backends
+        .into_iter()
+        .map(|b| {
+            let st = fe.backends.status(b.id);
+            let used_pct = if st.disk_total_bytes > 0 {
+                let used = (st.disk_total_bytes - st.disk_avail_bytes).max(0) as f64;
+                format!("{:.2} %", used * 100.0 / st.disk_total_bytes as f64)
+            } else {
+                "0.00 %".into()
+            };
+            let port = b.rpc_port.to_string();
+            vec![
+                b.id.to_string(),
+                b.host.clone(),
+                port.clone(),
+                port.clone(),
+                b.http_port.to_string(),
+                port,
+                "-1".into(),
+                fmt_time(st.last_start_ms),
+                fmt_time(st.last_heartbeat_ms),
+                st.alive.to_string(),
+                "false".into(),
+                tablets.get(&b.id).copied().unwrap_or(0).to_string(),
+                fmt_size(st.data_used_bytes),
+                fmt_size(0),
+                fmt_size(st.disk_avail_bytes),
+                fmt_size(st.disk_total_bytes),
+                used_pct.clone(),
+                used_pct,
+                fmt_size(0),
+                r#"{"location" : "default"}"#.into(),
+                st.err_msg.clone(),
+                st.version.clone(),
+                format!(
+                    r#"{{"lastSuccessReportTabletsTime":"{}","lastStreamLoadTime":-1,"isQueryDisabled":false,"isLoadDisabled":false}}"#,
+                    fmt_time(st.last_heartbeat_ms)
+                ),
+                st.failures.to_string(),
+                st.cpu_cores.to_string(),
+                fmt_size(0),
+                "0".into(),
+                if st.alive { "mix" } else { "" }.into(),
+            ]
+        })
+        .collect();
+    string_rows(&BACKEND_COLUMNS, rows)
 }
 
 /// `ShowFrontends`.

@@ -128,6 +128,24 @@ pub struct BoundQuery {
     pub text: String,
 }
 
+/// What `ALTER SYSTEM ... BACKEND` does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BackendAction {
+    Add,
+    /// `DROP` (refused, as Doris refuses it) or `DROPP` (`force`).
+    Drop {
+        force: bool,
+    },
+    Decommission,
+}
+
+/// `ALTER SYSTEM <action> BACKEND "host:port"[, ...]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterSystem {
+    pub action: BackendAction,
+    pub backends: Vec<(String, u16)>,
+}
+
 /// A parsed statement.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Statement {
@@ -252,6 +270,7 @@ pub enum Statement {
         id: Option<String>,
     },
     ShowBackends,
+    AlterSystem(AlterSystem),
     ShowFrontends,
     ShowTransaction {
         db: Option<String>,

@@ -349,6 +349,9 @@ pub(super) fn parse_drop(t: &mut Tokens) -> Result<Statement> {
 
 pub(super) fn parse_alter(t: &mut Tokens) -> Result<Statement> {
     t.advance();
+    if t.peek_kws(&["system"]) {
+        return super::parse_alter_system(t);
+    }
     t.expect_kw("table")?;
     let (db, table) = t.object_name()?;
     if t.eat_kws(&["add", "partition"]) {

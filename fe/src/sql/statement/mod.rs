@@ -20,6 +20,7 @@ mod ddl;
 mod dml;
 mod show;
 mod split;
+mod system;
 
 use admin::*;
 pub use ast::*;
@@ -28,6 +29,7 @@ use dml::*;
 use show::*;
 use split::find_top_level_kw;
 pub use split::{complete_statements, split_statements};
+use system::parse_alter_system;
 
 /// Parses one statement.
 // Over 150 lines on purpose: the routing of every statement form by its first words, in one table.

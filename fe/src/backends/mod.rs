@@ -19,6 +19,9 @@ use tethys_proto::{TabletStat, TabletStatsRequest};
 
 use crate::catalog::{Catalog, Table, TabletRef};
 
+mod liveness;
+pub use liveness::{BackendStatus, Beat, Heartbeater};
+
 /// Rows of one partition at one visible version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionStats {
@@ -34,6 +37,10 @@ pub struct Backends {
     pool: Arc<BackendPool>,
     /// Rows per partition id, as the backends last reported them.
     rows: Mutex<HashMap<i64, PartitionStats>>,
+    /// What the last heartbeats said, by backend id (`liveness.rs`).
+    status: Mutex<HashMap<i64, BackendStatus>>,
+    /// Who this FE's heartbeats say it is (set when the FE opens).
+    me: Mutex<Option<Heartbeater>>,
 }
 
 impl Backends {
@@ -42,6 +49,8 @@ impl Backends {
             catalog,
             pool: Default::default(),
             rows: Default::default(),
+            status: Default::default(),
+            me: Default::default(),
         }
     }
 

@@ -1,0 +1,246 @@
+//! Separate `tethys fe` and `tethys be` processes on loopback, for the
+//! cluster tests: each its own data directory and free ports, stopped (with
+//! SIGKILL) when dropped or told to, restarted on the same ports and data.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mysql_async::{Conn, OptsBuilder};
+
+use crate::{HarnessError, free_ports};
+
+/// One `tethys fe` or `tethys be` process.
+struct Process {
+    binary: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Process {
+    fn spawn(&mut self) -> Result<(), HarnessError> {
+        let child = Command::new(&self.binary)
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                HarnessError::Setup(format!("cannot start {}: {e}", self.binary.display()))
+            })?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    fn exited(&mut self) -> Option<String> {
+        let c = self.child.as_mut()?;
+        match c.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A running `tethys be`.
+pub struct BackendProcess {
+    data: tempfile::TempDir,
+    pub port: u16,
+    pub http_port: u16,
+    process: Process,
+}
+
+impl BackendProcess {
+    /// Starts a backend on free ports with a fresh data directory; returns
+    /// once its gRPC port accepts connections.
+    pub async fn start(binary: &Path) -> Result<BackendProcess, HarnessError> {
+        let data = tempfile::tempdir().map_err(|e| HarnessError::Setup(e.to_string()))?;
+        Self::start_in(binary, data).await
+    }
+
+    /// Starts a backend on `data`, an existing data directory.
+    pub async fn start_in(
+        binary: &Path,
+        data: tempfile::TempDir,
+    ) -> Result<BackendProcess, HarnessError> {
+        let [port, http_port] = free_ports::<2>()?;
+        let args = [
+            "be".to_string(),
+            "--data-dir".into(),
+            data.path().display().to_string(),
+            "--port".into(),
+            port.to_string(),
+            "--http-port".into(),
+            http_port.to_string(),
+        ];
+        let mut be = BackendProcess {
+            data,
+            port,
+            http_port,
+            process: Process {
+                binary: binary.to_path_buf(),
+                args: args.to_vec(),
+                child: None,
+            },
+        };
+        be.restart().await?;
+        Ok(be)
+    }
+
+    /// `"127.0.0.1:port"`, as ALTER SYSTEM ADD BACKEND names it.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.data.path()
+    }
+
+    /// kill -9.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Starts it again on the same ports and data.
+    pub async fn restart(&mut self) -> Result<(), HarnessError> {
+        self.process.kill();
+        self.process.spawn()?;
+        let port = self.port;
+        wait_until("tethys be", &mut self.process, || async move {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+        })
+        .await
+    }
+
+    /// Stops it and gives its data directory back.
+    pub fn into_data(mut self) -> tempfile::TempDir {
+        self.process.kill();
+        let empty = tempfile::tempdir().expect("tempdir");
+        std::mem::replace(&mut self.data, empty)
+    }
+}
+
+/// A running `tethys fe`.
+pub struct FrontendProcess {
+    data: tempfile::TempDir,
+    pub query_port: u16,
+    pub http_port: u16,
+    pub rpc_port: u16,
+    process: Process,
+}
+
+impl FrontendProcess {
+    /// Starts a frontend on free ports with a fresh data directory and
+    /// `extra` flags; returns once it accepts MySQL connections.
+    pub async fn start(binary: &Path, extra: &[&str]) -> Result<FrontendProcess, HarnessError> {
+        let data = tempfile::tempdir().map_err(|e| HarnessError::Setup(e.to_string()))?;
+        let [query_port, http_port, rpc_port] = free_ports::<3>()?;
+        let mut args = vec![
+            "fe".to_string(),
+            "--data-dir".into(),
+            data.path().display().to_string(),
+            "--query-port".into(),
+            query_port.to_string(),
+            "--http-port".into(),
+            http_port.to_string(),
+            "--rpc-port".into(),
+            rpc_port.to_string(),
+            "--auto-analyze-interval-second".into(),
+            "0".into(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let mut fe = FrontendProcess {
+            data,
+            query_port,
+            http_port,
+            rpc_port,
+            process: Process {
+                binary: binary.to_path_buf(),
+                args,
+                child: None,
+            },
+        };
+        fe.restart().await?;
+        Ok(fe)
+    }
+
+    pub fn opts(&self) -> OptsBuilder {
+        OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(self.query_port)
+            .user(Some("root"))
+            .prefer_socket(false)
+    }
+
+    pub async fn conn(&self) -> Conn {
+        Conn::new(self.opts()).await.expect("connect to the FE")
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.data.path()
+    }
+
+    /// kill -9.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+
+    /// Starts it again on the same ports and data.
+    pub async fn restart(&mut self) -> Result<(), HarnessError> {
+        self.process.kill();
+        self.process.spawn()?;
+        let opts = self.opts();
+        wait_until("tethys fe", &mut self.process, || {
+            let opts = opts.clone();
+            async move {
+                match tokio::time::timeout(Duration::from_secs(5), Conn::new(opts)).await {
+                    Ok(Ok(c)) => {
+                        let _ = c.disconnect().await;
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Polls `up` until it holds (60 s at most), failing early if the process
+/// exits.
+async fn wait_until<F, Fut>(what: &str, p: &mut Process, mut up: F) -> Result<(), HarnessError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = p.exited() {
+            return Err(HarnessError::Setup(format!(
+                "{what} exited at start: {status}"
+            )));
+        }
+        if up().await {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(HarnessError::Setup(format!(
+                "{what} did not start within 60 s"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
