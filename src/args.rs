@@ -127,6 +127,10 @@ pub struct FeArgs {
     /// gRPC port the backends call.
     #[arg(long, default_value_t = ports::FE_RPC)]
     pub rpc_port: u16,
+    /// Replicas of each tablet of a table whose CREATE TABLE names none
+    /// (Doris' 3; standalone has one backend and uses 1).
+    #[arg(long, default_value_t = 3)]
+    pub default_replication_num: usize,
     /// As for standalone.
     #[arg(long)]
     pub enable_debug_points: bool,
@@ -187,6 +191,7 @@ impl FeOptions {
             max_user_connections: self.max_user_connections,
             max_prepared_stmt_count: self.max_prepared_stmt_count,
             heartbeat_interval_secs: self.heartbeat_interval_second,
+            default_replication_num: 1,
         }
     }
 }

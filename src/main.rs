@@ -175,7 +175,7 @@ async fn frontend(args: FeArgs) -> Result<(), tethys_common::TethysError> {
     if args.enable_debug_points {
         tethys_common::debug_point::enable();
     }
-    let cfg = args.fe.config(
+    let mut cfg = args.fe.config(
         &args.data_dir,
         FePorts {
             host: args.host,
@@ -185,6 +185,7 @@ async fn frontend(args: FeArgs) -> Result<(), tethys_common::TethysError> {
         },
         vec![],
     );
+    cfg.default_replication_num = args.default_replication_num;
     let fe = tethys_fe::open(&cfg).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(tethys_fe::serve(fe, cfg, stopped(stop_rx)));

@@ -62,6 +62,44 @@ async fn wait_alive(
     }
 }
 
+/// Stream Loads `csv` (k,v lines) into d.`table` through the FE; the
+/// answer's body.
+fn stream_load(fe: &FrontendProcess, table: &str, csv: String) -> String {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("rows.csv");
+    std::fs::write(&file, csv).expect("write");
+    let (code, body) = curl(&[
+        "--location-trusted",
+        "-u",
+        "root:",
+        "-H",
+        "column_separator:,",
+        "-T",
+        &file.display().to_string(),
+        &format!(
+            "http://127.0.0.1:{}/api/d/{table}/_stream_load",
+            fe.http_port
+        ),
+    ]);
+    assert_eq!(code, 200, "{body}");
+    body
+}
+
+/// Loads keys 0..100 into d.t by INSERT and 100..150 by Stream Load
+/// through the FE (redirected to an alive backend, which reaches the FE it
+/// learnt from the heartbeat).
+async fn load_150_rows(c: &mut Conn, fe: &FrontendProcess) {
+    let values: Vec<String> = (0..100).map(|k| format!("({k}, 'v{k}')")).collect();
+    run_all(
+        c,
+        &[&format!("INSERT INTO d.t VALUES {}", values.join(", "))],
+    )
+    .await;
+    let body = stream_load(fe, "t", (100..150).map(|k| format!("{k},s{k}\n")).collect());
+    assert!(body.contains("\"Success\""), "{body}");
+    assert_eq!(count(c, "SELECT count(*) FROM d.t").await, 150);
+}
+
 async fn count(c: &mut Conn, sql: &str) -> i64 {
     c.query_first::<i64, _>(sql)
         .await
@@ -118,41 +156,21 @@ async fn separate_processes_form_a_cluster() {
         assert_eq!(row["ErrMsg"], "");
         assert_eq!(row["NodeRole"], "mix");
     }
-    let e = c
-        .query_drop(format!("{table} PROPERTIES (\"replication_num\" = \"2\")"))
-        .await
-        .expect_err("replicas");
-    assert!(e.to_string().contains("not supported yet"), "{e}");
+    // `tethys fe` defaults to Doris' 3 replicas: two backends are too few.
+    let e = c.query_drop(table).await.expect_err("3 replicas");
+    assert!(
+        e.to_string()
+            .contains("Create 3 replicas, but only 2 backend(s) are available"),
+        "{e}"
+    );
+    let table = format!("{table} PROPERTIES (\"replication_num\" = \"1\")");
+    let table = table.as_str();
 
     // Four tablets, two on each backend.
     run_all(&mut c, &[table]).await;
     let rows = backends(&mut c).await;
     assert!(rows.iter().all(|b| b["TabletNum"] == "2"), "{rows:?}");
-    let values: Vec<String> = (0..100).map(|k| format!("({k}, 'v{k}')")).collect();
-    run_all(
-        &mut c,
-        &[&format!("INSERT INTO d.t VALUES {}", values.join(", "))],
-    )
-    .await;
-    // Stream Load through the FE, redirected to an alive backend, which
-    // reaches the FE it learnt from the heartbeat.
-    let dir = tempfile::tempdir().expect("tmp");
-    let file = dir.path().join("rows.csv");
-    let csv: String = (100..150).map(|k| format!("{k},s{k}\n")).collect();
-    std::fs::write(&file, csv).expect("write");
-    let (code, body) = curl(&[
-        "--location-trusted",
-        "-u",
-        "root:",
-        "-H",
-        "column_separator:,",
-        "-T",
-        &file.display().to_string(),
-        &format!("http://127.0.0.1:{}/api/d/t/_stream_load", fe.http_port),
-    ]);
-    assert_eq!(code, 200, "{body}");
-    assert!(body.contains("\"Success\""), "{body}");
-    assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, 150);
+    load_150_rows(&mut c, &fe).await;
     assert_eq!(
         count(&mut c, "SELECT count(*) FROM d.t WHERE v LIKE 's%'").await,
         50
@@ -166,7 +184,8 @@ async fn separate_processes_form_a_cluster() {
     run_all(
         &mut c,
         &[
-            "CREATE TABLE d.u (k INT) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 3",
+            "CREATE TABLE d.u (k INT) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 3 \
+             PROPERTIES (\"replication_num\" = \"1\")",
             "INSERT INTO d.u VALUES (1), (2), (3)",
         ],
     )
@@ -245,4 +264,214 @@ async fn a_backend_of_another_cluster_is_refused() {
         .await
         .expect_err("decommission");
     assert!(e.to_string().contains("not supported yet"), "{e}");
+}
+
+/// SHOW TABLETS as (TabletId, BackendId, Version, LstFailedVersion, State).
+async fn replicas(c: &mut Conn, table: &str) -> Vec<(String, String, i64, i64, String)> {
+    query_rows(c, &format!("SHOW TABLETS FROM {table}"))
+        .await
+        .into_iter()
+        .map(|r| {
+            (
+                r[0].clone(),
+                r[2].clone(),
+                r[4].parse().expect("version"),
+                r[6].parse().expect("failed version"),
+                r[11].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Three backends, tablets with three replicas: loads write all three and
+/// commit on two; a dead backend's replicas miss versions and are never
+/// read; answers stay whole while any replica that has every version is up,
+/// and a load acknowledged by two of three survives losing one of the two.
+#[tokio::test]
+async fn three_replicas_survive_a_dead_backend() {
+    let bin = binary();
+    let fe = FrontendProcess::start(&bin, &["--heartbeat-interval-second", "1"])
+        .await
+        .expect("fe");
+    let mut bes = vec![];
+    for _ in 0..3 {
+        bes.push(BackendProcess::start(&bin).await.expect("be"));
+    }
+    let mut c = fe.conn().await;
+    let addrs: Vec<String> = bes.iter().map(|b| format!("\"{}\"", b.address())).collect();
+    run_all(
+        &mut c,
+        &[
+            &format!("ALTER SYSTEM ADD BACKEND {}", addrs.join(", ")),
+            "CREATE DATABASE d",
+        ],
+    )
+    .await;
+    for be in &bes {
+        wait_alive(&mut c, be.port, true).await;
+    }
+    // No replication_num: `tethys fe`'s default of 3.
+    run_all(
+        &mut c,
+        &["CREATE TABLE d.t (k INT, v VARCHAR(20)) UNIQUE KEY(k) \
+             DISTRIBUTED BY HASH(k) BUCKETS 4"],
+    )
+    .await;
+    let created = query_rows(&mut c, "SHOW CREATE TABLE d.t").await;
+    assert!(
+        created[0][1].contains("\"replication_allocation\" = \"tag.location.default: 3\""),
+        "{created:?}"
+    );
+    let reps = replicas(&mut c, "d.t").await;
+    assert_eq!(reps.len(), 12, "{reps:?}");
+    for tablet in reps.chunks(3) {
+        let mut on: Vec<&String> = tablet.iter().map(|r| &r.1).collect();
+        on.sort();
+        on.dedup();
+        assert_eq!(on.len(), 3, "replicas on distinct backends: {tablet:?}");
+    }
+    let rows = backends(&mut c).await;
+    assert!(rows.iter().all(|b| b["TabletNum"] == "4"), "{rows:?}");
+
+    load_150_rows(&mut c, &fe).await;
+    assert!(
+        replicas(&mut c, "d.t")
+            .await
+            .iter()
+            .all(|r| r.2 == 3 && r.3 == -1)
+    );
+
+    // One backend dies: loads commit on the other two; its replicas miss
+    // the versions.
+    let dead = bes.remove(2);
+    let dead_id = {
+        let rows = backends(&mut c).await;
+        rows.iter()
+            .find(|b| b["HeartbeatPort"] == dead.port.to_string())
+            .expect("dead backend's row")["BackendId"]
+            .clone()
+    };
+    let mut dead = dead;
+    dead.kill();
+    wait_alive(&mut c, dead.port, false).await;
+    assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, 150);
+    run_all(
+        &mut c,
+        &[
+            "INSERT INTO d.t VALUES (150, 'x'), (151, 'x'), (152, 'x')",
+            "UPDATE d.t SET v = 'u' WHERE k < 10",
+            "DELETE FROM d.t WHERE k >= 140 AND k < 145",
+        ],
+    )
+    .await;
+    let body = stream_load(
+        &fe,
+        "t",
+        (200..230).map(|k| format!("{k},z{k}\n")).collect(),
+    );
+    assert!(body.contains("\"Success\""), "{body}");
+    let expect = 150 + 3 - 5 + 30;
+    assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, expect);
+    assert_eq!(
+        count(&mut c, "SELECT count(*) FROM d.t WHERE v = 'u'").await,
+        10
+    );
+    for r in replicas(&mut c, "d.t").await {
+        if r.1 == dead_id {
+            assert_eq!(r.2, 3, "the dead replica stays at its version: {r:?}");
+            assert!(r.3 > 3, "and records what it missed: {r:?}");
+        } else {
+            assert!(r.2 > 3 && r.3 == -1, "{r:?}");
+        }
+    }
+
+    // It comes back behind: it is never read, the answers stay whole.
+    dead.restart().await.expect("restart");
+    wait_alive(&mut c, dead.port, true).await;
+    for _ in 0..4 {
+        assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, expect);
+    }
+
+    // Lose one of the two replicas that acknowledged those loads: the other
+    // answers them all.
+    bes[1].kill();
+    wait_alive(&mut c, bes[1].port, false).await;
+    assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, expect);
+    assert_eq!(
+        count(&mut c, "SELECT count(*) FROM d.t WHERE k >= 200").await,
+        30
+    );
+    // Now only one replica of each tablet is current and alive: a load
+    // cannot reach a majority and fails, naming why; nothing of it shows.
+    let e = c
+        .query_drop("INSERT INTO d.t VALUES (300, 'n')")
+        .await
+        .expect_err("no majority");
+    assert!(
+        e.to_string().contains("majority (2) of its 3 replicas"),
+        "{e}"
+    );
+    assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, expect);
+}
+
+/// A data directory written before replicas (`tests/fixtures/`: by the
+/// release build of 3841786, standalone: a partitioned DUPLICATE table, a
+/// merge-on-write UNIQUE table, INSERT, UPDATE, DELETE, a labelled Stream
+/// Load) opens unchanged: same answers, one replica per tablet at its
+/// partition's version, the label still taken, and new loads go on.
+#[tokio::test]
+async fn a_data_directory_from_before_replicas_opens() {
+    let data = tempfile::tempdir().expect("tmp");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/datadir-3841786.tar.gz"
+    );
+    let out = std::process::Command::new("tar")
+        .args(["-xzf", fixture, "-C"])
+        .arg(data.path())
+        .output()
+        .expect("tar");
+    assert!(out.status.success(), "{out:?}");
+    let server = tethys_sql_tests::TethysServer::start_on(&binary(), data, &[])
+        .await
+        .expect("start on the old data directory");
+    let mut c = Conn::new(server.opts()).await.expect("connect");
+    assert_eq!(count(&mut c, "SELECT count(*) FROM legacy.events").await, 3);
+    assert_eq!(
+        query_rows(&mut c, "SELECT id, name FROM legacy.users ORDER BY id").await,
+        [
+            ["1", "ann"],
+            ["2", "bo"],
+            ["3", "cy"],
+            ["10", "x"],
+            ["11", "y"]
+        ]
+        .map(|r| r.map(String::from).to_vec())
+        .to_vec()
+    );
+    let reps = replicas(&mut c, "legacy.users").await;
+    assert_eq!(reps.len(), 2, "{reps:?}");
+    assert!(
+        reps.iter()
+            .all(|r| r.2 == 4 && r.3 == -1 && r.4 == "NORMAL"),
+        "{reps:?}"
+    );
+    let body = server.stream_load("legacy", "users", "/dev/null", &["label:legacy_1"]);
+    assert!(body.contains("Label Already Exists"), "{body}");
+    run_all(
+        &mut c,
+        &[
+            "INSERT INTO legacy.users VALUES (4, 'di')",
+            "INSERT INTO legacy.events VALUES ('2024-07-01', 9, 'z')",
+        ],
+    )
+    .await;
+    assert_eq!(count(&mut c, "SELECT count(*) FROM legacy.users").await, 6);
+    assert_eq!(count(&mut c, "SELECT count(*) FROM legacy.events").await, 4);
+    assert!(
+        replicas(&mut c, "legacy.users")
+            .await
+            .iter()
+            .all(|r| r.2 == 5)
+    );
 }

@@ -19,6 +19,7 @@ pub mod like;
 pub mod net;
 pub mod panic;
 pub mod plan;
+pub mod replicas;
 pub mod routing;
 pub mod schema;
 pub mod ship;

@@ -117,8 +117,18 @@ pub struct PartitionRoute {
     pub partition_id: i64,
     pub lower: Option<i128>,
     pub upper: Option<i128>,
-    /// (tablet id, backend id) per bucket.
-    pub tablets: Vec<(i64, i64)>,
+    /// The tablet of each bucket.
+    pub tablets: Vec<TabletRoute>,
+}
+
+/// A tablet and the backends of the replicas a load writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TabletRoute {
+    pub tablet_id: i64,
+    /// Backends of the replicas to write (alive and up to date).
+    pub backends: Vec<i64>,
+    /// Replicas the tablet has in all; a majority of them must be written.
+    pub replica_num: usize,
 }
 
 /// How rows pick a bucket.
@@ -133,8 +143,7 @@ pub enum BucketRule {
 /// Rows bound for one tablet.
 #[derive(Debug)]
 pub struct Routed {
-    pub tablet_id: i64,
-    pub backend_id: i64,
+    pub tablet: TabletRoute,
     pub partition_id: i64,
     pub batch: RecordBatch,
 }
@@ -190,10 +199,13 @@ impl Router {
                 lower: p.lower.as_ref().map(int128_of),
                 upper: p.upper.as_ref().map(int128_of),
                 tablets: p
-                    .tablet_ids
+                    .tablets
                     .iter()
-                    .copied()
-                    .zip(p.backend_ids.iter().copied())
+                    .map(|t| TabletRoute {
+                        tablet_id: t.tablet_id,
+                        backends: t.backend_ids.clone(),
+                        replica_num: t.replica_num as usize,
+                    })
                     .collect(),
             })
             .collect();
@@ -296,13 +308,12 @@ impl Router {
         let mut out = Vec::with_capacity(groups.len());
         for ((p, b), rows) in groups {
             let part = &self.partitions[p];
-            let Some(&(tablet_id, backend_id)) = part.tablets.get(b) else {
+            let Some(tablet) = part.tablets.get(b) else {
                 continue;
             };
             let idx = UInt32Array::from(rows);
             out.push(Routed {
-                tablet_id,
-                backend_id,
+                tablet: tablet.clone(),
                 partition_id: part.partition_id,
                 batch: take_record_batch(batch, &idx)?,
             });
@@ -340,6 +351,14 @@ mod router_tests {
     use arrow::datatypes::{DataType, Field, Schema};
     use std::sync::Arc;
 
+    fn one(tablet_id: i64) -> TabletRoute {
+        TabletRoute {
+            tablet_id,
+            backends: vec![1],
+            replica_num: 1,
+        }
+    }
+
     #[test]
     fn routes_by_range_then_hash() {
         let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, true)]));
@@ -359,13 +378,13 @@ mod router_tests {
                 partition_id: 1,
                 lower: None,
                 upper: Some(10),
-                tablets: vec![(100, 1), (101, 1)],
+                tablets: vec![one(100), one(101)],
             },
             PartitionRoute {
                 partition_id: 2,
                 lower: Some(10),
                 upper: Some(20),
-                tablets: vec![(200, 1), (201, 1)],
+                tablets: vec![one(200), one(201)],
             },
         ];
         let mut r = Router::new(Some(0), parts, BucketRule::Hash(vec![0]));
@@ -402,8 +421,11 @@ mod router_tests {
             partitions: vec![tethys_proto::PartitionRoutePb {
                 partition_id: 1,
                 name: "p1".into(),
-                tablet_ids: vec![10],
-                backend_ids: vec![1],
+                tablets: vec![tethys_proto::TabletRoutePb {
+                    tablet_id: 10,
+                    backend_ids: vec![1],
+                    replica_num: 1,
+                }],
                 ..Default::default()
             }],
             ..Default::default()

@@ -2,8 +2,10 @@
 //! group commit (coordinator BE) all hand rows already in the table's schema
 //! to a [`RowShipper`]. It routes them to tablets with the table's
 //! [`Router`] (partition by range, bucket by hash), buffers them per tablet
-//! and ships each buffer to the tablet's backend as pending rowset data of
-//! one transaction. Replicas, when they come, are added here.
+//! and ships each buffer to every replica of the tablet as pending rowset
+//! data of one transaction. A replica whose write fails is skipped from then
+//! on and reported (`RowShipper::writes`); the load fails only when a tablet
+//! can no longer reach a majority of its replicas (`replicas.rs`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -14,7 +16,8 @@ use tethys_proto::{LoadPlanPb, WriteRequest};
 
 use crate::backend_client::{BackendInfo, BackendPool};
 use crate::config::SEGMENT_FLUSH_ROWS;
-use crate::routing::Router;
+use crate::replicas::ReplicaWrites;
+use crate::routing::{Router, TabletRoute};
 use crate::{Result, TethysError};
 
 /// Rows buffered across tablets before the largest buffers are shipped.
@@ -46,7 +49,11 @@ pub struct RowShipper {
     txn_id: i64,
     backends: HashMap<i64, BackendInfo>,
     router: Router,
-    buffers: HashMap<i64, (Vec<RecordBatch>, usize, i64)>,
+    buffers: HashMap<i64, (Vec<RecordBatch>, usize, TabletRoute)>,
+    /// Every tablet shipped to, for the final quorum check.
+    written: HashMap<i64, TabletRoute>,
+    /// Replicas whose writes failed.
+    pub writes: ReplicaWrites,
     buffered: usize,
     /// Partitions that received rows.
     pub touched: BTreeSet<i64>,
@@ -55,7 +62,8 @@ pub struct RowShipper {
     /// Milliseconds spent sending rows to backends (writes overlap, so
     /// this can exceed the wall time).
     pub write_ms: u64,
-    in_flight: tokio::task::JoinSet<Result<u64>>,
+    /// Replica writes: (tablet, backend, milliseconds or the error).
+    in_flight: tokio::task::JoinSet<(i64, i64, Result<u64>)>,
     max_in_flight: usize,
     /// What the rows are (`merge_type: DELETE`, `partial_columns`).
     pub rows: WriteRequest,
@@ -89,6 +97,8 @@ impl RowShipper {
                 .collect(),
             router,
             buffers: HashMap::new(),
+            written: HashMap::new(),
+            writes: ReplicaWrites::default(),
             buffered: 0,
             touched: BTreeSet::new(),
             loaded: 0,
@@ -106,15 +116,16 @@ impl RowShipper {
         for r in routed {
             self.touched.insert(r.partition_id);
             self.loaded += r.batch.num_rows() as u64;
+            let tablet_id = r.tablet.tablet_id;
             let e = self
                 .buffers
-                .entry(r.tablet_id)
-                .or_insert_with(|| (vec![], 0, r.backend_id));
+                .entry(tablet_id)
+                .or_insert_with(|| (vec![], 0, r.tablet));
             e.1 += r.batch.num_rows();
             self.buffered += r.batch.num_rows();
             e.0.push(r.batch);
             if e.1 >= SEGMENT_FLUSH_ROWS {
-                self.ship(r.tablet_id).await?;
+                self.ship(tablet_id).await?;
             }
         }
         while self.buffered > MAX_BUFFERED_ROWS {
@@ -126,33 +137,63 @@ impl RowShipper {
         Ok(rejected)
     }
 
-    /// Starts shipping one tablet's buffer; waits for an earlier write when
-    /// enough are in flight. A failed write fails the load.
+    /// Starts shipping one tablet's buffer to each of its replicas not
+    /// failed yet; waits for earlier writes when enough are in flight.
     async fn ship(&mut self, tablet_id: i64) -> Result<()> {
-        let Some((batches, n, backend_id)) = self.buffers.remove(&tablet_id) else {
+        let Some((batches, n, route)) = self.buffers.remove(&tablet_id) else {
             return Ok(());
         };
         self.buffered -= n;
-        let info = self.backends.get(&backend_id).ok_or_else(|| {
-            TethysError::Internal(format!("backend {backend_id} is not in the load plan"))
-        })?;
-        let client = self.pool.get(info)?;
-        while self.in_flight.len() >= self.max_in_flight {
-            self.join_one().await?;
+        self.writes
+            .check(tablet_id, &route.backends, route.replica_num)?;
+        for &backend_id in &route.backends {
+            if self.writes.is_failed(tablet_id, backend_id) {
+                continue;
+            }
+            let info = self.backends.get(&backend_id).ok_or_else(|| {
+                TethysError::Internal(format!("backend {backend_id} is not in the load plan"))
+            })?;
+            let client = self.pool.get(info)?;
+            while self.in_flight.len() >= self.max_in_flight {
+                self.join_one().await?;
+            }
+            let (txn_id, rows, batches) = (self.txn_id, self.rows.clone(), batches.clone());
+            self.in_flight.spawn(async move {
+                let t = Instant::now();
+                let r = client.write(txn_id, tablet_id, batches, &rows).await;
+                (
+                    tablet_id,
+                    backend_id,
+                    r.map(|_| t.elapsed().as_millis() as u64),
+                )
+            });
         }
-        let (txn_id, rows) = (self.txn_id, self.rows.clone());
-        self.in_flight.spawn(async move {
-            let t = Instant::now();
-            client.write(txn_id, tablet_id, batches, &rows).await?;
-            Ok(t.elapsed().as_millis() as u64)
-        });
+        self.written.insert(tablet_id, route);
         Ok(())
     }
 
+    /// Waits for one replica write. A failed one is recorded; the load
+    /// fails when its tablet can no longer reach a majority (with a single
+    /// replica: the write's own error).
     async fn join_one(&mut self) -> Result<()> {
-        if let Some(r) = self.in_flight.join_next().await {
-            let ms = r.map_err(|e| TethysError::Internal(format!("tablet write task: {e}")))??;
-            self.write_ms += ms;
+        let Some(r) = self.in_flight.join_next().await else {
+            return Ok(());
+        };
+        let (tablet_id, backend_id, r) =
+            r.map_err(|e| TethysError::Internal(format!("tablet write task: {e}")))?;
+        match r {
+            Ok(ms) => self.write_ms += ms,
+            Err(TethysError::Cancelled) => return Err(TethysError::Cancelled),
+            Err(e) => {
+                let route = self.written.get(&tablet_id).cloned();
+                let Some(route) = route.filter(|r| r.replica_num > 1) else {
+                    return Err(e);
+                };
+                tracing::warn!("replica of tablet {tablet_id} on backend {backend_id}: {e}");
+                self.writes.fail(tablet_id, backend_id, e.to_string());
+                self.writes
+                    .check(tablet_id, &route.backends, route.replica_num)?;
+            }
         }
         Ok(())
     }
@@ -163,7 +204,8 @@ impl RowShipper {
         while self.in_flight.join_next().await.is_some() {}
     }
 
-    /// Ships everything still buffered and waits for every write.
+    /// Ships everything still buffered and waits for every write; fails
+    /// unless each tablet written reached a majority of its replicas.
     pub async fn finish(&mut self) -> Result<()> {
         let ids: Vec<i64> = self.buffers.keys().copied().collect();
         for id in ids {
@@ -171,6 +213,9 @@ impl RowShipper {
         }
         while !self.in_flight.is_empty() {
             self.join_one().await?;
+        }
+        for (id, route) in &self.written {
+            self.writes.check(*id, &route.backends, route.replica_num)?;
         }
         Ok(())
     }

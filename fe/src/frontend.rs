@@ -61,6 +61,9 @@ pub struct Frontend {
     /// When this FE started (`SHOW STATUS`' Uptime).
     pub started: Instant,
     pub limits: ConnLimits,
+    /// Replicas of a table's tablets when CREATE TABLE names none
+    /// (`tethys fe --default-replication-num`, Doris' 3; standalone 1).
+    pub default_replication_num: AtomicUsize,
 }
 
 /// How many connections and prepared statements clients may hold.
@@ -109,6 +112,7 @@ impl Frontend {
             queries: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             limits: ConnLimits::default(),
+            default_replication_num: AtomicUsize::new(1),
         })
     }
 

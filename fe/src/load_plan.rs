@@ -6,6 +6,7 @@
 //! physical expressions over the file's source columns and ships them in the
 //! load plan, serialized with datafusion-proto.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema};
@@ -19,11 +20,36 @@ use tethys_common::types::ColumnType;
 use tethys_common::{Result, TethysError};
 use tethys_proto::LoadPlanPb;
 
-use crate::catalog::{BackendInfo, Bound, Distribution, Table};
-use tethys_proto::{BackendAddrPb, PartitionRoutePb};
+use crate::catalog::{BackendInfo, Bound, Distribution, Table, TabletRef};
+use tethys_proto::{BackendAddrPb, PartitionRoutePb, TabletRoutePb};
 
-/// The load plan of a table: schema, partitions, buckets and tablet locations.
-pub fn load_plan(db: &str, t: &Table, backends: &[BackendInfo]) -> LoadPlanPb {
+/// The replicas of a tablet a load writes: those holding the partition's
+/// visible version on alive backends, and if they are fewer than a majority,
+/// the ones on backends not heard from (liveness may lag; a dead one fails
+/// its write and the load learns it then).
+fn write_replicas(t: &TabletRef, visible: i64, alive: &BTreeSet<i64>) -> TabletRoutePb {
+    let mut backend_ids: Vec<i64> = t
+        .current(visible, |b| alive.contains(&b))
+        .map(|r| r.backend_id)
+        .collect();
+    if backend_ids.len() < tethys_common::replicas::quorum(t.replicas.len()) {
+        backend_ids = t.current(visible, |_| true).map(|r| r.backend_id).collect();
+    }
+    TabletRoutePb {
+        tablet_id: t.id,
+        backend_ids,
+        replica_num: t.replicas.len() as u32,
+    }
+}
+
+/// The load plan of a table: schema, partitions, buckets and tablet
+/// locations; `alive`: the backends heartbeats find alive.
+pub fn load_plan(
+    db: &str,
+    t: &Table,
+    backends: &[BackendInfo],
+    alive: &BTreeSet<i64>,
+) -> LoadPlanPb {
     let bound = |b: Bound| match b {
         Bound::Value(v) => Some(tethys_common::routing::int128_pb(v)),
         _ => None,
@@ -44,8 +70,11 @@ pub fn load_plan(db: &str, t: &Table, backends: &[BackendInfo]) -> LoadPlanPb {
                 partition_id: p.id,
                 lower: p.range.and_then(|r| bound(r.0)),
                 upper: p.range.and_then(|r| bound(r.1)),
-                tablet_ids: p.tablets.iter().map(|x| x.id).collect(),
-                backend_ids: p.tablets.iter().map(|x| x.backend_id).collect(),
+                tablets: p
+                    .tablets
+                    .iter()
+                    .map(|x| write_replicas(x, p.visible_version, alive))
+                    .collect(),
                 name: p.name.clone(),
             })
             .collect(),

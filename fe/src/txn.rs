@@ -1,6 +1,9 @@
-//! Load transactions: begin (label checked) -> rows written to tablets as
-//! pending rowsets -> commit (versions assigned, logged) -> publish on every
-//! backend -> VISIBLE; or ABORTED, with the pending rowsets discarded.
+//! Load transactions: begin (label checked) -> rows written to every replica
+//! of each tablet as pending rowsets -> commit (versions assigned, logged,
+//! with the replicas whose writes failed) -> publish on the replicas that
+//! have the data -> VISIBLE once a majority of each tablet's replicas
+//! published, the others recorded as behind; or ABORTED, with the pending
+//! rowsets discarded.
 //!
 //! A commit is durable once its edit-log record is written; publishing is
 //! idempotent and is redone after a restart for transactions that were
@@ -15,6 +18,12 @@ use tethys_proto::{AbortTxnRequest, PendingTxnsRequest, PublishVersionRequest, T
 
 use crate::backends::Backends;
 use crate::catalog::{Catalog, EditOp, PartitionVersion, TxnRecord, TxnState};
+
+/// (tablet id, backend id) pairs: replicas.
+pub type ReplicaKeys = Vec<(i64, i64)>;
+
+/// How long a publish waits for one backend.
+const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -85,17 +94,20 @@ impl TxnManager {
                 touched: vec![],
                 timeout_ms,
                 stats: None,
+                failed_replicas: vec![],
             };
             Ok((EditOp::BeginTxn { txn: txn.clone() }, txn))
         })
     }
 
     /// Commits and publishes a transaction that wrote to the given
-    /// (table id, partition id) pairs.
+    /// (table id, partition id) pairs; `failed`: the (tablet id, backend id)
+    /// replicas whose writes failed.
     pub async fn commit_and_publish(
         &self,
         txn_id: i64,
         touched: &BTreeSet<(i64, i64)>,
+        failed: &[(i64, i64)],
     ) -> Result<()> {
         let _g = self.publish_lock.lock().await;
         self.catalog.mutate(|state, _| {
@@ -130,6 +142,7 @@ impl TxnManager {
                     txn_id,
                     versions,
                     time: now_ms(),
+                    failed: failed.to_vec(),
                 },
                 (),
             ))
@@ -145,7 +158,12 @@ impl TxnManager {
 
     /// Pre-commits a load (two-phase commit): durable, invisible, waiting for
     /// a commit or abort.
-    pub fn precommit(&self, txn_id: i64, touched: &BTreeSet<(i64, i64)>) -> Result<()> {
+    pub fn precommit(
+        &self,
+        txn_id: i64,
+        touched: &BTreeSet<(i64, i64)>,
+        failed: &[(i64, i64)],
+    ) -> Result<()> {
         self.catalog.mutate(|state, _| {
             let txn = state.txns.get(&txn_id).ok_or_else(|| {
                 TethysError::Analysis(format!("transaction [{txn_id}] not found"))
@@ -158,6 +176,7 @@ impl TxnManager {
                     txn_id,
                     touched: touched.iter().copied().collect(),
                     time: now_ms(),
+                    failed: failed.to_vec(),
                 },
                 (),
             ))
@@ -166,7 +185,7 @@ impl TxnManager {
 
     /// Commits a pre-committed load.
     pub async fn commit_precommitted(&self, txn_id: i64) -> Result<()> {
-        let touched: BTreeSet<(i64, i64)> = {
+        let (touched, failed): (BTreeSet<(i64, i64)>, ReplicaKeys) = {
             let s = self.catalog.read();
             let t = s.txns.get(&txn_id).ok_or_else(|| {
                 TethysError::Analysis(format!("transaction [{txn_id}] not found"))
@@ -174,42 +193,122 @@ impl TxnManager {
             if t.state != TxnState::Precommitted {
                 return Err(already(txn_id, t.state, ", not pre-committed."));
             }
-            t.touched.iter().copied().collect()
+            (
+                t.touched.iter().copied().collect(),
+                t.failed_replicas.clone(),
+            )
         };
-        self.commit_and_publish(txn_id, &touched).await
+        self.commit_and_publish(txn_id, &touched, &failed).await
     }
 
-    /// Publishes a committed transaction on every backend, then makes it visible.
+    /// Publishes a committed transaction on the replicas that wrote it and
+    /// hold every version before, then makes it visible once a majority of
+    /// each tablet's replicas have it. Backends known dead are not waited
+    /// for; the replicas that did not publish are recorded as behind.
     async fn publish(&self, txn_id: i64) -> Result<()> {
-        let plan: BTreeMap<i64, (crate::catalog::BackendInfo, Vec<TabletVersion>)> = {
-            let state = self.catalog.read();
-            let txn = state
-                .txns
-                .get(&txn_id)
-                .ok_or_else(|| TethysError::Internal(format!("transaction {txn_id} not found")))?;
-            let mut plan: BTreeMap<i64, (crate::catalog::BackendInfo, Vec<TabletVersion>)> =
-                BTreeMap::new();
-            for v in &txn.versions {
-                let part = state
-                    .databases
-                    .values()
-                    .flat_map(|d| d.tables.values())
-                    .find(|t| t.id == v.table_id)
-                    .and_then(|t| t.partitions.iter().find(|p| p.id == v.partition_id));
-                let Some(part) = part else { continue };
-                for tab in &part.tablets {
-                    let be = state
-                        .backends
-                        .get(&tab.backend_id)
-                        .cloned()
-                        .ok_or_else(|| {
-                            TethysError::Internal(format!(
-                                "backend {} of tablet {} is unknown",
-                                tab.backend_id, tab.id
-                            ))
-                        })?;
+        let alive: BTreeSet<i64> = self.backends.alive_ids().into_iter().collect();
+        let (plan, tablets) = self.publish_plan(txn_id, &alive)?;
+        let calls = plan.into_values().map(|(be, tablets)| async move {
+            let r = match self.backends.client(&be) {
+                Ok(client) => {
+                    let req = PublishVersionRequest { txn_id, tablets };
+                    match tokio::time::timeout(PUBLISH_TIMEOUT, client.publish_version(req)).await {
+                        Ok(r) => r.map(|_| ()),
+                        Err(_) => Err(TethysError::Backend(format!(
+                            "no answer within {} s",
+                            PUBLISH_TIMEOUT.as_secs()
+                        ))),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            (be.id, r)
+        });
+        let mut done = BTreeSet::new();
+        let mut errors = vec![];
+        for (be, r) in futures::future::join_all(calls).await {
+            match r {
+                Ok(()) => {
+                    done.insert(be);
+                }
+                Err(e) => errors.push(format!("backend {be}: {e}")),
+            }
+        }
+        let mut missed = vec![];
+        for (tablet_id, (all, sent)) in &tablets {
+            let got = sent.iter().filter(|b| done.contains(b)).count();
+            let all_n = all.len();
+            if got < tethys_common::replicas::quorum(all_n) {
+                return Err(TethysError::Backend(format!(
+                    "transaction {txn_id} is committed but only {got} of {all_n} replicas of tablet \
+                     {tablet_id} published it ({}); it becomes visible when a majority has",
+                    if errors.is_empty() {
+                        "the others are on dead backends or behind".to_string()
+                    } else {
+                        errors.join("; ")
+                    }
+                )));
+            }
+            missed.extend(
+                all.iter()
+                    .filter(|b| !done.contains(b) || !sent.contains(b))
+                    .map(|b| (*tablet_id, *b)),
+            );
+        }
+        self.catalog.mutate(|_, _| {
+            Ok((
+                EditOp::VisibleTxn {
+                    txn_id,
+                    time: now_ms(),
+                    missed,
+                },
+                (),
+            ))
+        })
+    }
+
+    /// Per backend, the tablet versions a publish of `txn_id` sends it; and
+    /// per tablet, the backends of all its replicas and of those it is sent
+    /// to: whose write did not fail, holding the version before, on a
+    /// backend not known dead.
+    #[allow(clippy::type_complexity)]
+    fn publish_plan(
+        &self,
+        txn_id: i64,
+        alive: &BTreeSet<i64>,
+    ) -> Result<(
+        BTreeMap<i64, (crate::catalog::BackendInfo, Vec<TabletVersion>)>,
+        BTreeMap<i64, (Vec<i64>, Vec<i64>)>,
+    )> {
+        let state = self.catalog.read();
+        let txn = state
+            .txns
+            .get(&txn_id)
+            .ok_or_else(|| TethysError::Internal(format!("transaction {txn_id} not found")))?;
+        let mut plan: BTreeMap<i64, (crate::catalog::BackendInfo, Vec<TabletVersion>)> =
+            BTreeMap::new();
+        let mut tablets: BTreeMap<i64, (Vec<i64>, Vec<i64>)> = BTreeMap::new();
+        for v in &txn.versions {
+            let part = state
+                .table_by_id(v.table_id)
+                .and_then(|t| t.partitions.iter().find(|p| p.id == v.partition_id));
+            let Some(part) = part else { continue };
+            for tab in &part.tablets {
+                let (all, to) = tablets.entry(tab.id).or_default();
+                *all = tab.backend_ids().collect();
+                for r in &tab.replicas {
+                    if txn.failed_replicas.contains(&(tab.id, r.backend_id))
+                        || r.version < v.version - 1
+                        || !alive.contains(&r.backend_id)
+                    {
+                        continue;
+                    }
+                    let Some(be) = state.backends.get(&r.backend_id) else {
+                        continue;
+                    };
+                    to.push(be.id);
                     plan.entry(be.id)
-                        .or_insert_with(|| (be, vec![]))
+                        .or_insert_with(|| (be.clone(), vec![]))
                         .1
                         .push(TabletVersion {
                             tablet_id: tab.id,
@@ -217,31 +316,8 @@ impl TxnManager {
                         });
                 }
             }
-            plan
-        };
-        for (be, tablets) in plan.into_values() {
-            let client = self.backends.client(&be)?;
-            client
-                .publish_version(PublishVersionRequest { txn_id, tablets })
-                .await
-                .map_err(|e| {
-                    TethysError::Backend(format!(
-                        "transaction {txn_id} is committed but publishing it on backend {} failed: {}; \
-                         it becomes visible when the backend is reachable again",
-                        be.id,
-                        e
-                    ))
-                })?;
         }
-        self.catalog.mutate(|_, _| {
-            Ok((
-                EditOp::VisibleTxn {
-                    txn_id,
-                    time: now_ms(),
-                },
-                (),
-            ))
-        })
+        Ok((plan, tablets))
     }
 
     /// Aborts a transaction and discards its data on every backend.

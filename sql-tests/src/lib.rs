@@ -93,6 +93,16 @@ impl TethysServer {
 
     async fn start_once(binary: &Path, extra_args: &[&str]) -> Result<TethysServer, HarnessError> {
         let data = tempfile::tempdir().map_err(|e| HarnessError::Setup(e.to_string()))?;
+        Self::start_on(binary, data, extra_args).await
+    }
+
+    /// Starts the binary on `data`, an existing data directory (say, one an
+    /// earlier version wrote), on free ports.
+    pub async fn start_on(
+        binary: &Path,
+        data: tempfile::TempDir,
+        extra_args: &[&str],
+    ) -> Result<TethysServer, HarnessError> {
         let mut s = TethysServer {
             binary: binary.to_path_buf(),
             data,

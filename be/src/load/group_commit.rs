@@ -453,13 +453,14 @@ async fn write_and_commit(
     txn_id: i64,
     plan: &LoadPlanPb,
 ) -> Result<()> {
-    let finish = |action: LoadAction, touched: Vec<i64>, stats: LoadStatsPb| FinishLoadRequest {
+    let finish = |action: LoadAction, writer: &RowShipper, stats: LoadStatsPb| FinishLoadRequest {
         txn_id,
         action: action.into(),
         reason: String::new(),
         table_id: plan.table_id,
-        touched_partitions: touched,
+        touched_partitions: writer.touched.iter().copied().collect(),
         stats: Some(stats),
+        failed_replicas: writer.writes.to_pb(),
     };
     let ncols = plan.schema.as_ref().map(|s| s.columns.len()).unwrap_or(0);
     let router = Router::of_plan(plan, None)?;
@@ -493,13 +494,9 @@ async fn write_and_commit(
     } else {
         LoadAction::Commit
     };
-    fe.finish_load(finish(
-        action,
-        writer.touched.iter().copied().collect(),
-        stats,
-    ))
-    .await
-    .map_err(|s| unavailable("committing the group commit failed", s))?;
+    fe.finish_load(finish(action, &writer, stats))
+        .await
+        .map_err(|s| unavailable("committing the group commit failed", s))?;
     Ok(())
 }
 

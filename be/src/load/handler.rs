@@ -94,7 +94,7 @@ fn unauthorized(msg: &str) -> Response {
 /// Where a load's converted rows go.
 enum Sink {
     /// Straight to tablets, in the load's own transaction.
-    Tablets(RowShipper),
+    Tablets(Box<RowShipper>),
     /// Into the table's group commit.
     Group(GroupLoad),
 }
@@ -309,7 +309,14 @@ pub async fn stream_load(
             };
             let shipper = RowShipper::new(be.pool.clone(), begun.txn_id, &plan, router, rows);
             // A bug stopping the load aborts its transaction like any error.
-            let load = run_load(&be, &opts, &plan, Sink::Tablets(shipper), body, &mut resp);
+            let load = run_load(
+                &be,
+                &opts,
+                &plan,
+                Sink::Tablets(Box::new(shipper)),
+                body,
+                &mut resp,
+            );
             tethys_common::panic::contain("the load", load)
                 .await
                 .and_then(|r| r)
@@ -394,6 +401,7 @@ async fn finish(
                         message: "OK".into(),
                         ..stats_of(resp, who.table, who.user)
                     }),
+                    failed_replicas: writer.writes.to_pb(),
                 })
                 .await;
             resp.commit_ms = Some(t.elapsed().as_millis() as u64);

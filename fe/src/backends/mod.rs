@@ -131,23 +131,43 @@ impl Backends {
     }
 
     /// Calls `call` once per backend holding some of `tablets`, with a client
-    /// of it and the ids of its tablets; the answers in backend order.
-    pub async fn per_backend<T, F, Fut>(&self, tablets: &[TabletRef], mut call: F) -> Result<Vec<T>>
+    /// of it and the ids of its tablets; the answers by backend id.
+    /// `every`: each replica on an alive backend (compaction); otherwise
+    /// one replica per tablet, the most recent on an alive backend
+    /// (statistics).
+    pub async fn per_backend<T, F, Fut>(
+        &self,
+        tablets: &[TabletRef],
+        every: bool,
+        mut call: F,
+    ) -> Result<Vec<(i64, T)>>
     where
         F: FnMut(Arc<BackendClient>, Vec<i64>) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
         let backends = self.catalog.read().backends.clone();
+        let alive: std::collections::BTreeSet<i64> = self.alive_ids().into_iter().collect();
         let mut per_be: BTreeMap<i64, Vec<i64>> = Default::default();
         for tb in tablets {
-            per_be.entry(tb.backend_id).or_default().push(tb.id);
+            let up = tb.replicas.iter().filter(|r| alive.contains(&r.backend_id));
+            let chosen: Vec<i64> = if every {
+                up.map(|r| r.backend_id).collect()
+            } else {
+                up.max_by_key(|r| (r.version, -r.backend_id))
+                    .map(|r| r.backend_id)
+                    .into_iter()
+                    .collect()
+            };
+            for b in chosen {
+                per_be.entry(b).or_default().push(tb.id);
+            }
         }
         let mut out = Vec::with_capacity(per_be.len());
         for (be, ids) in per_be {
             let Some(info) = backends.get(&be) else {
                 continue;
             };
-            out.push(call(self.pool.get(info)?, ids).await?);
+            out.push((be, call(self.pool.get(info)?, ids).await?));
         }
         Ok(out)
     }
@@ -155,7 +175,7 @@ impl Backends {
     /// Asks each backend for the stats of its tablets among `tablets`.
     pub async fn tablet_stats(&self, tablets: &[TabletRef]) -> Result<HashMap<i64, TabletStat>> {
         let answers = self
-            .per_backend(tablets, |c, ids| async move {
+            .per_backend(tablets, false, |c, ids| async move {
                 let r = c
                     .tablet_stats(TabletStatsRequest { tablet_ids: ids })
                     .await?;
@@ -164,8 +184,29 @@ impl Backends {
             .await?;
         Ok(answers
             .into_iter()
-            .flatten()
+            .flat_map(|(_, s)| s)
             .map(|s| (s.tablet_id, s))
+            .collect())
+    }
+
+    /// Asks every alive backend for the stats of its replicas of `tablets`,
+    /// by (tablet id, backend id).
+    pub async fn replica_stats(
+        &self,
+        tablets: &[TabletRef],
+    ) -> Result<HashMap<(i64, i64), TabletStat>> {
+        let answers = self
+            .per_backend(tablets, true, |c, ids| async move {
+                // A backend that died since the last heartbeat reports nothing.
+                Ok(c.tablet_stats(TabletStatsRequest { tablet_ids: ids })
+                    .await
+                    .map(|r| r.tablets)
+                    .unwrap_or_default())
+            })
+            .await?;
+        Ok(answers
+            .into_iter()
+            .flat_map(|(be, s)| s.into_iter().map(move |s| ((s.tablet_id, be), s)))
             .collect())
     }
 
@@ -188,7 +229,7 @@ impl Backends {
             }
         };
         let answers = self
-            .per_backend(tablets, |c, ids| async move {
+            .per_backend(tablets, true, |c, ids| async move {
                 let req = tethys_proto::CompactRequest {
                     tablet_ids: ids,
                     kind: kind.into(),
@@ -197,7 +238,7 @@ impl Backends {
             })
             .await?;
         let mut total = tethys_proto::CompactResponse::default();
-        for r in answers {
+        for (_, r) in answers {
             total.compactions += r.compactions;
             total.input_rowsets += r.input_rowsets;
             total.input_rows += r.input_rows;

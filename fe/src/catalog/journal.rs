@@ -91,15 +91,24 @@ pub enum EditOp {
         txn_id: i64,
         touched: Vec<(i64, i64)>,
         time: i64,
+        /// (tablet, backend) replicas whose writes failed.
+        #[serde(default)]
+        failed: Vec<(i64, i64)>,
     },
     CommitTxn {
         txn_id: i64,
         versions: Vec<PartitionVersion>,
         time: i64,
+        #[serde(default)]
+        failed: Vec<(i64, i64)>,
     },
+    /// The transaction's versions are visible; `missed`: the (tablet,
+    /// backend) replicas that did not get them (a failed write or publish).
     VisibleTxn {
         txn_id: i64,
         time: i64,
+        #[serde(default)]
+        missed: Vec<(i64, i64)>,
     },
     AbortTxn {
         txn_id: i64,
@@ -221,6 +230,17 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
         }
         EditOp::DropBackend { id } => {
             state.backends.remove(id);
+            // Its replicas go with it (DROPP: their data is given up; the
+            // tablet scheduler puts new ones elsewhere).
+            for t in state
+                .databases
+                .values_mut()
+                .flat_map(|d| d.tables.values_mut())
+                .flat_map(|t| t.partitions.iter_mut())
+                .flat_map(|p| p.tablets.iter_mut())
+            {
+                t.replicas.retain(|r| r.backend_id != *id);
+            }
         }
         EditOp::InitCluster { cluster_id } => {
             state.cluster_id = *cluster_id;
@@ -232,6 +252,7 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
             txn_id,
             touched,
             time,
+            failed,
         } => {
             let t = state
                 .txns
@@ -240,11 +261,13 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
             t.state = TxnState::Precommitted;
             t.touched = touched.clone();
             t.commit_time = *time;
+            t.failed_replicas = failed.clone();
         }
         EditOp::CommitTxn {
             txn_id,
             versions,
             time,
+            failed,
         } => {
             for v in versions {
                 if let Some(t) = state.table_by_id_mut(v.table_id)
@@ -260,8 +283,13 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
             t.state = TxnState::Committed;
             t.versions = versions.clone();
             t.commit_time = *time;
+            t.failed_replicas = failed.clone();
         }
-        EditOp::VisibleTxn { txn_id, time } => {
+        EditOp::VisibleTxn {
+            txn_id,
+            time,
+            missed,
+        } => {
             let versions = state
                 .txns
                 .get(txn_id)
@@ -275,6 +303,11 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
                 {
                     p.visible_version = p.visible_version.max(v.version);
                     p.visible_version_time = *time;
+                    for t in &mut p.tablets {
+                        for r in &mut t.replicas {
+                            r.published(v.version, missed.contains(&(t.id, r.backend_id)));
+                        }
+                    }
                 }
             }
             if let Some(t) = state.txns.get_mut(txn_id) {

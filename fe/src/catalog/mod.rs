@@ -41,6 +41,7 @@ impl Catalog {
     pub fn open(dir: &Path) -> Result<Catalog> {
         let (journal, mut state) = journal::Journal::open(dir)?;
         state.next_id = state.next_id.max(FIRST_ID);
+        state.replicas_in_step();
         Ok(Catalog {
             state: RwLock::new(state),
             journal: Mutex::new(journal),

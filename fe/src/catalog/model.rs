@@ -113,11 +113,148 @@ fn parse_datetime(t: &str) -> Option<chrono::NaiveDateTime> {
         .and_then(|d| d.and_hms_opt(0, 0, 0))
 }
 
-/// A tablet and the backend that holds it.
+/// A tablet and its replicas, each on a distinct backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "TabletRefWire")]
 pub struct TabletRef {
     pub id: i64,
+    pub replicas: Vec<Replica>,
+}
+
+/// One copy of a tablet on a backend, and the versions it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replica {
+    /// Unique among replicas (SHOW TABLETS' ReplicaId); the tablet's id + 1
+    /// for the one replica of a catalog written before replicas.
+    #[serde(default)]
+    pub id: i64,
     pub backend_id: i64,
+    /// It holds every version up to this one (it may serve reads at any
+    /// of them). [`Replica::IN_STEP`] in a catalog written before replicas:
+    /// in step with its partition, set when the catalog opens.
+    pub version: i64,
+    /// The latest version it missed (a failed write or publish), 0 when
+    /// none: it serves nothing newer than `version` until repaired.
+    #[serde(default)]
+    pub last_failed_version: i64,
+    /// The latest version it got.
+    #[serde(default)]
+    pub last_success_version: i64,
+}
+
+impl Replica {
+    /// The version of a replica of a catalog written before replicas.
+    pub const IN_STEP: i64 = -1;
+
+    pub fn new(id: i64, backend_id: i64, version: i64) -> Replica {
+        Replica {
+            id,
+            backend_id,
+            version,
+            last_failed_version: 0,
+            last_success_version: version,
+        }
+    }
+
+    /// Its partition's `version` became visible; the replica got it unless
+    /// it `missed` it or lacks the version before (then it stays behind).
+    pub fn published(&mut self, version: i64, missed: bool) {
+        if self.version == Replica::IN_STEP {
+            // In step with the partition: set when the catalog opens.
+            return;
+        }
+        if !missed && self.version >= version - 1 {
+            self.version = self.version.max(version);
+            self.last_success_version = version;
+        } else {
+            self.last_failed_version = self.last_failed_version.max(version);
+        }
+    }
+
+    /// Whether it lacks versions it should have (a clone repairs it).
+    pub fn lagging(&self, visible: i64) -> bool {
+        self.version < visible
+    }
+}
+
+/// A tablet as the edit log and image hold it: with its replicas, or (a
+/// catalog written before replicas) the one backend holding it.
+#[derive(Deserialize)]
+struct TabletRefWire {
+    id: i64,
+    #[serde(default)]
+    replicas: Vec<Replica>,
+    #[serde(default)]
+    backend_id: Option<i64>,
+}
+
+impl From<TabletRefWire> for TabletRef {
+    fn from(w: TabletRefWire) -> TabletRef {
+        let mut replicas = w.replicas;
+        if let Some(b) = w.backend_id
+            && replicas.is_empty()
+        {
+            replicas.push(Replica::new(w.id + 1, b, Replica::IN_STEP));
+        }
+        TabletRef { id: w.id, replicas }
+    }
+}
+
+impl TabletRef {
+    /// Backends holding a replica.
+    pub fn backend_ids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.replicas.iter().map(|r| r.backend_id)
+    }
+
+    pub fn replica_on(&self, backend_id: i64) -> Option<&Replica> {
+        self.replicas.iter().find(|r| r.backend_id == backend_id)
+    }
+
+    /// The replicas that hold `version` on a backend `alive` accepts: the
+    /// ones a read at `version` may use and a load may write.
+    pub fn current<'a>(
+        &'a self,
+        version: i64,
+        alive: impl Fn(i64) -> bool + 'a,
+    ) -> impl Iterator<Item = &'a Replica> + 'a {
+        self.replicas
+            .iter()
+            .filter(move |r| r.version >= version && alive(r.backend_id))
+    }
+
+    /// The backend a read at `version` uses: a replica holding it on an
+    /// alive backend (one spread by tablet id, so reads share the replicas),
+    /// else on any backend (liveness may lag), else Doris' error.
+    pub fn read_replica(
+        &self,
+        version: i64,
+        alive: &std::collections::BTreeSet<i64>,
+    ) -> tethys_common::Result<i64> {
+        let mut up: Vec<i64> = self
+            .current(version, |b| alive.contains(&b))
+            .map(|r| r.backend_id)
+            .collect();
+        if up.is_empty() {
+            up = self
+                .current(version, |_| true)
+                .map(|r| r.backend_id)
+                .collect();
+        }
+        up.sort_unstable();
+        match up.len() {
+            0 => Err(tethys_common::TethysError::Backend(format!(
+                "Failed to get scan range, no queryable replica found in tablet: {} \
+                 (version {version}; replicas: {})",
+                self.id,
+                self.replicas
+                    .iter()
+                    .map(|r| format!("backend {} at version {}", r.backend_id, r.version))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+            n => Ok(up[self.id.unsigned_abs() as usize % n]),
+        }
+    }
 }
 
 /// One partition of a table.
@@ -196,6 +333,16 @@ pub struct ColumnStats {
 }
 
 impl Table {
+    /// Replicas of each tablet (`replication_allocation`'s count; 1 for a
+    /// table created before replicas).
+    pub fn replication_num(&self) -> usize {
+        self.properties
+            .get("replication_allocation")
+            .and_then(|v| v.rsplit(':').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(1)
+    }
+
     /// Column type of the partition column.
     pub fn partition_column_type(&self) -> Option<ColumnType> {
         let c = self.partition_column.as_ref()?;
@@ -332,6 +479,10 @@ pub struct TxnRecord {
     /// How long the transaction may stay open (0: no limit).
     #[serde(default)]
     pub timeout_ms: i64,
+    /// (tablet id, backend id) replicas whose writes failed: they get no
+    /// version of this transaction.
+    #[serde(default)]
+    pub failed_replicas: Vec<(i64, i64)>,
     /// What the load did, once known.
     #[serde(default)]
     pub stats: Option<LoadStats>,
@@ -355,6 +506,25 @@ pub struct CatalogState {
 }
 
 impl CatalogState {
+    /// Gives the replicas of a catalog written before replicas (one per
+    /// tablet, [`Replica::IN_STEP`]) their partition's visible version.
+    pub fn replicas_in_step(&mut self) {
+        for p in self
+            .databases
+            .values_mut()
+            .flat_map(|d| d.tables.values_mut())
+            .flat_map(|t| t.partitions.iter_mut())
+        {
+            let v = p.visible_version;
+            for r in p.tablets.iter_mut().flat_map(|t| t.replicas.iter_mut()) {
+                if r.version == Replica::IN_STEP {
+                    r.version = v;
+                    r.last_success_version = v;
+                }
+            }
+        }
+    }
+
     /// A database by name (exact, then case-insensitive).
     pub fn database(&self, name: &str) -> Option<&Database> {
         self.databases.get(name).or_else(|| {
@@ -385,6 +555,13 @@ impl CatalogState {
     }
 
     /// Finds a table by id.
+    pub fn table_by_id(&self, table_id: i64) -> Option<&Table> {
+        self.databases
+            .values()
+            .flat_map(|d| d.tables.values())
+            .find(|t| t.id == table_id)
+    }
+
     pub fn table_by_id_mut(&mut self, table_id: i64) -> Option<&mut Table> {
         self.databases
             .values_mut()

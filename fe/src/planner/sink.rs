@@ -138,7 +138,8 @@ impl OlapSink {
         if backends.is_empty() {
             return Err(TethysError::Backend("no backend is registered".into()));
         }
-        let plan = crate::load_plan::load_plan(&self.db, &self.table, &backends);
+        let alive = self.fe.backends.alive_ids().into_iter().collect();
+        let plan = crate::load_plan::load_plan(&self.db, &self.table, &backends, &alive);
         Ok((plan, backends))
     }
 
@@ -148,7 +149,7 @@ impl OlapSink {
         &self,
         txn_id: i64,
         mut data: SendableRecordBatchStream,
-    ) -> Result<(u64, BTreeSet<(i64, i64)>)> {
+    ) -> Result<(u64, BTreeSet<(i64, i64)>, Vec<(i64, i64)>)> {
         let (plan, _) = self.load_plan()?;
         let rows = tethys_proto::WriteRequest {
             delete_rows: self.stmt.delete_rows,
@@ -179,7 +180,7 @@ impl OlapSink {
             .iter()
             .map(|p| (self.table.id, *p))
             .collect();
-        Ok((shipper.loaded, touched))
+        Ok((shipper.loaded, touched, shipper.writes.pairs()))
     }
 }
 
@@ -271,13 +272,13 @@ impl DataSink for OlapSink {
         };
         let _ = self.fe.txn.record_stats(txn.id, stats);
         let result = match result {
-            Ok((rows, touched)) => {
+            Ok((rows, touched, failed)) => {
                 if rows == 0 {
                     Ok(0)
                 } else {
                     self.fe
                         .txn
-                        .commit_and_publish(txn.id, &touched)
+                        .commit_and_publish(txn.id, &touched, &failed)
                         .await
                         .map(|_| rows)
                 }

@@ -416,6 +416,8 @@ impl TableProvider for OlapTable {
         };
         let parts = self.prune_partitions(full_pred.as_ref())?;
         let bucket = self.prune_bucket(filters);
+        let alive: std::collections::BTreeSet<i64> =
+            self.fe.backends.alive_ids().into_iter().collect();
         let state_cat = self.fe.catalog.read();
         let mut by_backend: std::collections::BTreeMap<i64, Vec<TabletVersion>> =
             Default::default();
@@ -424,13 +426,11 @@ impl TableProvider for OlapTable {
                 if bucket.is_some_and(|b| b != bi) {
                     continue;
                 }
-                by_backend
-                    .entry(t.backend_id)
-                    .or_default()
-                    .push(TabletVersion {
-                        tablet_id: t.id,
-                        version: p.visible_version,
-                    });
+                let backend = t.read_replica(p.visible_version, &alive)?;
+                by_backend.entry(backend).or_default().push(TabletVersion {
+                    tablet_id: t.id,
+                    version: p.visible_version,
+                });
             }
         }
         let selected_tablets: usize = by_backend.values().map(|v| v.len()).sum();

@@ -51,6 +51,8 @@ pub struct FrontendConfig {
     pub max_prepared_stmt_count: usize,
     /// How often every backend is heartbeated, seconds (Doris: 5).
     pub heartbeat_interval_secs: u64,
+    /// Replicas of a new table's tablets when it names none.
+    pub default_replication_num: usize,
 }
 
 /// Doris' heartbeat period, seconds.
@@ -109,6 +111,10 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
     );
     limits.max_prepared_stmts.store(
         cfg.max_prepared_stmt_count,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    fe.default_replication_num.store(
+        cfg.default_replication_num.max(1),
         std::sync::atomic::Ordering::Relaxed,
     );
     Ok(fe)

@@ -59,17 +59,23 @@ fn label_taken(e: &TethysError) -> Option<BeginLoadResponse> {
     })
 }
 
-/// A load's table, the backends and the database it is in.
-type LoadTarget = (Table, Vec<crate::catalog::BackendInfo>, String);
+/// A load's table, the backends (all, and the ids of the alive ones) and
+/// the database it is in.
+type LoadTarget = (
+    Table,
+    Vec<crate::catalog::BackendInfo>,
+    std::collections::BTreeSet<i64>,
+    String,
+);
 
 /// The plan of a load into `target`, with its `columns` and `where` headers
 /// compiled in.
 fn load_plan(
-    (table, backends, db): &LoadTarget,
+    (table, backends, alive, db): &LoadTarget,
     columns: &str,
     where_expr: &str,
 ) -> Result<tethys_proto::LoadPlanPb, Status> {
-    let mut plan = crate::load_plan::load_plan(db, table, backends);
+    let mut plan = crate::load_plan::load_plan(db, table, backends, alive);
     crate::load_plan::compile(&mut plan, table, columns, where_expr).map_err(status)?;
     Ok(plan)
 }
@@ -77,6 +83,7 @@ fn load_plan(
 impl FrontendRpc {
     /// A table of a load, the backends, and the database's own spelling.
     fn resolve(&self, db: &str, table: &str) -> Result<LoadTarget, Status> {
+        let alive = self.fe.backends.alive_ids().into_iter().collect();
         let s = self.fe.catalog.read();
         let (d, t) = s.find_table(db, table).map_err(|e| match e {
             TethysError::UnknownDatabase(_) => {
@@ -87,6 +94,7 @@ impl FrontendRpc {
         Ok((
             t.clone(),
             s.backends.values().cloned().collect(),
+            alive,
             d.name.clone(),
         ))
     }
@@ -101,7 +109,7 @@ impl FrontendRpc {
         columns: &str,
         where_expr: &str,
     ) -> Result<Response<BeginLoadResponse>, Status> {
-        let db = &target.2;
+        let db = &target.3;
         let txn = match self
             .fe
             .txn
@@ -212,8 +220,18 @@ impl FrontendService for FrontendRpc {
             .iter()
             .map(|p| (r.table_id, *p))
             .collect();
+        let failed: Vec<(i64, i64)> = r
+            .failed_replicas
+            .iter()
+            .map(|f| (f.tablet_id, f.backend_id))
+            .collect();
         let state = match r.action() {
-            LoadAction::Commit => match self.fe.txn.commit_and_publish(r.txn_id, &touched).await {
+            LoadAction::Commit => match self
+                .fe
+                .txn
+                .commit_and_publish(r.txn_id, &touched, &failed)
+                .await
+            {
                 Ok(()) => TxnState::Visible,
                 Err(e) => {
                     let state = self.fe.catalog.read().txns.get(&r.txn_id).map(|t| t.state);
@@ -227,7 +245,10 @@ impl FrontendService for FrontendRpc {
                 }
             },
             LoadAction::Precommit => {
-                self.fe.txn.precommit(r.txn_id, &touched).map_err(status)?;
+                self.fe
+                    .txn
+                    .precommit(r.txn_id, &touched, &failed)
+                    .map_err(status)?;
                 TxnState::Precommitted
             }
             LoadAction::Abort => {

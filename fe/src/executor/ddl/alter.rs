@@ -67,7 +67,14 @@ pub async fn truncate_table(
         let mut new = vec![];
         for p in &t.partitions {
             if only.is_empty() || only.iter().any(|o| o.eq_ignore_ascii_case(&p.name)) {
-                let np = new_partition(&mut place, ids, &p.name, p.range, p.buckets)?;
+                let np = new_partition(
+                    &mut place,
+                    ids,
+                    &p.name,
+                    p.range,
+                    p.buckets,
+                    t.replication_num(),
+                )?;
                 old.push(p.clone());
                 new.push(np.clone());
                 parts.push(np);
@@ -198,6 +205,7 @@ pub async fn add_partition(
             &def.name,
             Some(range),
             def.buckets.unwrap_or(t.distribution.buckets()),
+            t.replication_num(),
         )?;
         Ok((
             EditOp::AddPartition {

@@ -173,11 +173,16 @@ fn random_forbidden(schema: &TableSchema) -> bool {
 }
 
 /// Validates CREATE TABLE and builds the catalog table (without ids).
-fn build_table(ct: &CreateTable, place: &mut Placement, ids: &mut IdGen) -> Result<Table> {
+fn build_table(
+    ct: &CreateTable,
+    place: &mut Placement,
+    ids: &mut IdGen,
+    default_replicas: usize,
+) -> Result<Table> {
     let (keys_type, key_columns) = keys_of(ct)?;
     check_defaults(ct)?;
     let columns = columns_of(ct, keys_type, key_columns.len())?;
-    let options = options_of(ct, place.backends(), keys_type, &columns)?;
+    let options = options_of(ct, place.backends(), default_replicas, keys_type, &columns)?;
     let schema = TableSchema {
         columns,
         num_key_columns: key_columns.len(),
@@ -189,7 +194,8 @@ fn build_table(ct: &CreateTable, place: &mut Placement, ids: &mut IdGen) -> Resu
     };
     let (distribution, auto_buckets) = distribution_of(ct, &schema)?;
     let table_id = ids.alloc();
-    let (partition_column, partitions) = partitions_of(ct, place, ids, &schema, &distribution)?;
+    let (partition_column, partitions) =
+        partitions_of(ct, place, ids, &schema, &distribution, options.replicas)?;
     Ok(Table {
         id: table_id,
         name: ct.name.clone(),
@@ -329,6 +335,8 @@ fn columns_of(ct: &CreateTable, keys_type: KeysType, num_keys: usize) -> Result<
 /// What PROPERTIES set: compression, bloom filter columns, merge-on-write,
 /// auto compaction, and the properties SHOW CREATE TABLE prints.
 struct TableOptions {
+    /// Replicas of each tablet.
+    replicas: usize,
     compression: String,
     bloom_filter_columns: Vec<String>,
     merge_on_write: bool,
@@ -339,6 +347,7 @@ struct TableOptions {
 fn options_of(
     ct: &CreateTable,
     alive_backends: usize,
+    default_replicas: usize,
     keys_type: KeysType,
     columns: &[Column],
 ) -> Result<TableOptions> {
@@ -348,25 +357,12 @@ fn options_of(
     let mut merge_on_write = keys_type == KeysType::Unique;
     let mut disable_auto_compaction = false;
     let mut properties = BTreeMap::new();
+    let mut replicas = default_replicas;
     for (k, v) in &ct.properties {
         let lk = k.to_ascii_lowercase();
         match lk.as_str() {
             "replication_num" | "replication_allocation" => {
-                let n = replicas_of(&lk, v)?;
-                if n == 0 || n > alive_backends {
-                    return Err(not_enough_backends(n, alive_backends));
-                }
-                if n > 1 {
-                    // Taken and ignored, a second replica would be a promise
-                    // of durability nothing keeps.
-                    return Err(TethysError::NotSupported(format!(
-                        "{lk} {n}: more than one replica per tablet is not supported yet"
-                    )));
-                }
-                properties.insert(
-                    "replication_allocation".into(),
-                    format!("tag.location.default: {n}"),
-                );
+                replicas = replicas_of(&lk, v)?;
             }
             "compression" => {
                 compression = match v.to_ascii_lowercase().as_str() {
@@ -406,9 +402,13 @@ fn options_of(
             }
         }
     }
-    properties
-        .entry("replication_allocation".into())
-        .or_insert_with(|| "tag.location.default: 1".into());
+    if replicas == 0 || replicas > alive_backends {
+        return Err(not_enough_backends(replicas, alive_backends));
+    }
+    properties.insert(
+        "replication_allocation".into(),
+        format!("tag.location.default: {replicas}"),
+    );
     if keys_type == KeysType::Unique {
         properties.insert(
             "enable_unique_key_merge_on_write".into(),
@@ -416,6 +416,7 @@ fn options_of(
         );
     }
     Ok(TableOptions {
+        replicas,
         compression,
         bloom_filter_columns,
         merge_on_write,
@@ -426,7 +427,7 @@ fn options_of(
 
 /// The replicas `replication_num = N` or `replication_allocation =
 /// "tag.location.default: N"` ask for (one tag: Tethys has no resource tags).
-fn replicas_of(name: &str, v: &str) -> Result<usize> {
+pub(crate) fn replicas_of(name: &str, v: &str) -> Result<usize> {
     let n = match name {
         "replication_allocation" => v
             .trim()
@@ -573,6 +574,7 @@ fn partitions_of(
     ids: &mut IdGen,
     schema: &TableSchema,
     distribution: &Distribution,
+    replicas: usize,
 ) -> Result<(Option<String>, Vec<Partition>)> {
     let mut partitions = vec![];
     let partition_column = match &ct.partition_column {
@@ -610,6 +612,7 @@ fn partitions_of(
                     &def.name,
                     Some(range),
                     distribution.buckets(),
+                    replicas,
                 )?);
             }
             partitions.sort_by_key(|p| p.range.map(|r| r.0));
@@ -622,6 +625,7 @@ fn partitions_of(
                 &ct.name,
                 None,
                 distribution.buckets(),
+                replicas,
             )?);
             None
         }
@@ -637,6 +641,9 @@ pub async fn create_table(
 ) -> Result<()> {
     let db = resolve_db(session_db, &ct.db)?;
     let alive = fe.backends.alive_ids();
+    let default_replicas = fe
+        .default_replication_num
+        .load(std::sync::atomic::Ordering::Relaxed);
     let created = fe.catalog.mutate(|state, ids| {
         let d = state
             .database(&db)
@@ -647,7 +654,12 @@ pub async fn create_table(
             }
             return Err(TethysError::TableExists(ct.name.clone()));
         }
-        let t = build_table(ct, &mut Placement::new(state, &alive), ids)?;
+        let t = build_table(
+            ct,
+            &mut Placement::new(state, &alive),
+            ids,
+            default_replicas,
+        )?;
         Ok((
             EditOp::CreateTable {
                 db: d.name.clone(),

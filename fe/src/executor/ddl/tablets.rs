@@ -18,9 +18,9 @@ pub(super) fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// Where new tablets go: the alive backends, each new tablet on the one
-/// holding the fewest (ties to the lowest id), so tablets spread evenly and a
-/// backend that joins gets the next ones.
+/// Where new tablets go: the alive backends, each new tablet's replicas on
+/// distinct ones holding the fewest replicas (ties to the lowest id), so
+/// replicas spread evenly and a backend that joins gets the next ones.
 pub(super) struct Placement {
     tablets: BTreeMap<i64, usize>,
 }
@@ -40,8 +40,9 @@ impl Placement {
             .flat_map(|d| d.tables.values())
             .flat_map(|t| t.partitions.iter())
             .flat_map(|p| p.tablets.iter())
+            .flat_map(|t| t.backend_ids())
         {
-            if let Some(n) = tablets.get_mut(&t.backend_id) {
+            if let Some(n) = tablets.get_mut(&t) {
                 *n += 1;
             }
         }
@@ -53,15 +54,20 @@ impl Placement {
         self.tablets.len()
     }
 
-    /// The backend of the next new tablet.
-    fn pick(&mut self) -> Result<i64> {
-        let (id, n) = self
-            .tablets
-            .iter_mut()
-            .min_by_key(|(id, n)| (**n, **id))
-            .ok_or_else(|| not_enough_backends(1, 0))?;
-        *n += 1;
-        Ok(*id)
+    /// The backends of the next new tablet's `replicas` replicas.
+    fn pick(&mut self, replicas: usize) -> Result<Vec<i64>> {
+        if replicas == 0 || replicas > self.tablets.len() {
+            return Err(not_enough_backends(replicas, self.tablets.len()));
+        }
+        let mut by_load: Vec<(usize, i64)> = self.tablets.iter().map(|(id, n)| (*n, *id)).collect();
+        by_load.sort_unstable();
+        let chosen: Vec<i64> = by_load.iter().take(replicas).map(|(_, id)| *id).collect();
+        for id in &chosen {
+            if let Some(n) = self.tablets.get_mut(id) {
+                *n += 1;
+            }
+        }
+        Ok(chosen)
     }
 }
 
@@ -80,14 +86,20 @@ pub(super) fn new_partition(
     name: &str,
     range: Option<(Bound, Bound)>,
     buckets: u32,
+    replicas: usize,
 ) -> Result<Partition> {
     let id = ids.alloc();
     let mut tablets = vec![];
+    let version = tethys_common::config::INITIAL_VERSION;
     for _ in 0..buckets {
         let tid = ids.alloc();
         tablets.push(TabletRef {
             id: tid,
-            backend_id: place.pick()?,
+            replicas: place
+                .pick(replicas)?
+                .into_iter()
+                .map(|b| Replica::new(ids.alloc(), b, version))
+                .collect(),
         });
     }
     Ok(Partition {
@@ -112,13 +124,15 @@ pub async fn create_tablets(
     let mut per_be: BTreeMap<i64, Vec<TabletSpec>> = BTreeMap::new();
     for p in partitions {
         for t in &p.tablets {
-            per_be.entry(t.backend_id).or_default().push(TabletSpec {
-                tablet_id: t.id,
-                table_id: table.id,
-                partition_id: p.id,
-                schema: Some(table.schema.to_pb()),
-                initial_version: tethys_common::config::INITIAL_VERSION,
-            });
+            for b in t.backend_ids() {
+                per_be.entry(b).or_default().push(TabletSpec {
+                    tablet_id: t.id,
+                    table_id: table.id,
+                    partition_id: p.id,
+                    schema: Some(table.schema.to_pb()),
+                    initial_version: tethys_common::config::INITIAL_VERSION,
+                });
+            }
         }
     }
     for (be, tablets) in per_be {
@@ -138,7 +152,9 @@ pub async fn drop_tablets(fe: &Arc<Frontend>, partitions: &[Partition]) {
     let mut per_be: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
     for p in partitions {
         for t in &p.tablets {
-            per_be.entry(t.backend_id).or_default().push(t.id);
+            for b in t.backend_ids() {
+                per_be.entry(b).or_default().push(t.id);
+            }
         }
     }
     for (be, ids) in per_be {
@@ -163,7 +179,7 @@ pub async fn ensure_all_tablets(fe: &Arc<Frontend>, be: &BackendInfo) -> Result<
     let mut specs = vec![];
     for t in &tables {
         for p in &t.partitions {
-            for tablet in p.tablets.iter().filter(|x| x.backend_id == be.id) {
+            for tablet in p.tablets.iter().filter(|x| x.replica_on(be.id).is_some()) {
                 specs.push(TabletSpec {
                     tablet_id: tablet.id,
                     table_id: t.id,

@@ -187,28 +187,11 @@ pub async fn delete(
         })
         .collect();
     let txn = fe.txn.begin(db, None, "FRONTEND")?;
-    let tablets: Vec<_> = chosen
-        .iter()
-        .flat_map(|p| p.tablets.iter().cloned())
-        .collect();
     let pb: Vec<_> = conds.iter().map(|c| c.to_pb()).collect();
-    let written = fe
-        .backends
-        .per_backend(&tablets, |c, ids| {
-            let req = tethys_proto::WriteDeleteRequest {
-                txn_id: txn.id,
-                tablet_ids: ids,
-                conditions: pb.clone(),
-            };
-            async move {
-                c.write_delete(req).await?;
-                Ok(())
-            }
-        })
-        .await;
+    let written = write_delete_predicates(fe, &chosen, txn.id, &pb).await;
     let touched: BTreeSet<(i64, i64)> = chosen.iter().map(|p| (table.id, p.id)).collect();
     let result = match written {
-        Ok(_) => fe.txn.commit_and_publish(txn.id, &touched).await,
+        Ok(failed) => fe.txn.commit_and_publish(txn.id, &touched, &failed).await,
         Err(e) => Err(e),
     };
     if let Err(e) = result {
@@ -221,6 +204,64 @@ pub async fn delete(
         label: txn.label,
         txn_id: txn.id,
     })
+}
+
+/// Writes a delete predicate to every replica of the partitions' tablets
+/// (those holding the visible version on alive backends); returns the
+/// replicas whose write failed, or an error when a tablet cannot reach a
+/// majority of its replicas.
+async fn write_delete_predicates(
+    fe: &Arc<Frontend>,
+    partitions: &[&crate::catalog::Partition],
+    txn_id: i64,
+    conditions: &[tethys_proto::DeleteConditionPb],
+) -> Result<Vec<(i64, i64)>> {
+    let alive: BTreeSet<i64> = fe.backends.alive_ids().into_iter().collect();
+    let mut per_be: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+    let mut routes = vec![];
+    for p in partitions {
+        for t in &p.tablets {
+            let to: Vec<i64> = t
+                .current(p.visible_version, |b| alive.contains(&b))
+                .map(|r| r.backend_id)
+                .collect();
+            for b in &to {
+                per_be.entry(*b).or_default().push(t.id);
+            }
+            routes.push((t.id, to, t.replicas.len()));
+        }
+    }
+    let registered = fe.catalog.read().backends.clone();
+    let calls = per_be.into_iter().map(|(be, ids)| {
+        let req = tethys_proto::WriteDeleteRequest {
+            txn_id,
+            tablet_ids: ids.clone(),
+            conditions: conditions.to_vec(),
+        };
+        let client = registered
+            .get(&be)
+            .ok_or_else(|| TethysError::Internal(format!("backend {be} is not registered")))
+            .and_then(|info| fe.backends.client(info));
+        async move {
+            let r = match client {
+                Ok(c) => c.write_delete(req).await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            (be, ids, r)
+        }
+    });
+    let mut writes = tethys_common::replicas::ReplicaWrites::default();
+    for (be, ids, r) in futures::future::join_all(calls).await {
+        if let Err(e) = r {
+            for id in ids {
+                writes.fail(id, be, e.to_string());
+            }
+        }
+    }
+    for (id, to, n) in &routes {
+        writes.check(*id, to, *n)?;
+    }
+    Ok(writes.pairs())
 }
 
 /// A DELETE on a merge-on-write UNIQUE table, as the INSERT ... SELECT that

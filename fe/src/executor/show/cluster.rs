@@ -77,8 +77,9 @@ pub(super) async fn backends(fe: &Arc<Frontend>) -> Result<Output> {
             .flat_map(|d| d.tables.values())
             .flat_map(|t| t.partitions.iter())
             .flat_map(|p| p.tablets.iter())
+            .flat_map(|t| t.backend_ids())
         {
-            *n.entry(t.backend_id).or_insert(0) += 1;
+            *n.entry(t).or_insert(0) += 1;
         }
         n
     };

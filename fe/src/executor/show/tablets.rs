@@ -106,7 +106,12 @@ pub(super) async fn tablets(
     if let Some(p) = &partition {
         t.existing_partition(p)?;
     }
-    let stats = tablet_stats(fe, &t).await?;
+    let tablets: Vec<_> = t
+        .partitions
+        .iter()
+        .flat_map(|p| p.tablets.iter().cloned())
+        .collect();
+    let stats = fe.backends.replica_stats(&tablets).await?;
     let backends = fe.catalog.read().backends.clone();
     let mut rows = vec![];
     for p in &t.partitions {
@@ -116,31 +121,42 @@ pub(super) async fn tablets(
         {
             continue;
         }
-        for tb in &p.tablets {
-            let s = stats.get(&tb.id).cloned().unwrap_or_default();
+        for (tb, r) in p
+            .tablets
+            .iter()
+            .flat_map(|tb| tb.replicas.iter().map(move |r| (tb, r)))
+        {
+            let s = stats.get(&(tb.id, r.backend_id));
             let url = |path: &str| {
                 backends
-                    .get(&tb.backend_id)
+                    .get(&r.backend_id)
                     .map(|b| format!("http://{}:{}/api/{path}{}", b.host, b.http_port, tb.id))
                     .unwrap_or_default()
             };
+            // Doris' replica state; a replica behind its partition is NORMAL
+            // with a LstFailedVersion (ADMIN SHOW REPLICA STATUS says more).
+            let state = match s {
+                Some(s) if s.found => "NORMAL",
+                _ => "MISSING",
+            };
+            let s = s.cloned().unwrap_or_default();
             rows.push(vec![
                 tb.id.to_string(),
-                (tb.id + 1).to_string(),
-                tb.backend_id.to_string(),
+                r.id.to_string(),
+                r.backend_id.to_string(),
                 "0".into(),
-                s.version.to_string(),
-                s.version.to_string(),
-                "-1".into(),
+                r.version.to_string(),
+                r.last_success_version.to_string(),
+                if r.last_failed_version > 0 {
+                    r.last_failed_version.to_string()
+                } else {
+                    "-1".into()
+                },
                 "NULL".into(),
                 s.data_size.to_string(),
                 "0".into(),
                 s.row_count.to_string(),
-                if s.found {
-                    "NORMAL".into()
-                } else {
-                    "MISSING".into()
-                },
+                state.into(),
                 "NULL".into(),
                 "-1".into(),
                 s.rowset_count.to_string(),
