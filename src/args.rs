@@ -39,6 +39,11 @@ pub struct FeOptions {
     /// How often the FE heartbeats every backend, seconds (Doris' 5).
     #[arg(long, default_value_t = tethys_fe::server::HEARTBEAT_INTERVAL_SECS)]
     pub heartbeat_interval_second: u64,
+    /// How long a backend is dead before the tablet scheduler makes its
+    /// replicas again on others, seconds (Doris'
+    /// `tablet_repair_delay_factor_second`).
+    #[arg(long, default_value_t = tethys_fe::tablet_scheduler::TABLET_REPAIR_DELAY_SECS)]
+    pub tablet_repair_delay_second: u64,
 }
 
 /// A backend's options beyond its ports.
@@ -192,6 +197,7 @@ impl FeOptions {
             max_prepared_stmt_count: self.max_prepared_stmt_count,
             heartbeat_interval_secs: self.heartbeat_interval_second,
             default_replication_num: 1,
+            tablet_repair_delay_secs: self.tablet_repair_delay_second,
         }
     }
 }

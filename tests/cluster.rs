@@ -263,7 +263,7 @@ async fn a_backend_of_another_cluster_is_refused() {
         ))
         .await
         .expect_err("decommission");
-    assert!(e.to_string().contains("not supported yet"), "{e}");
+    assert!(e.to_string().contains("backend does not exist"), "{e}");
 }
 
 /// SHOW TABLETS as (TabletId, BackendId, Version, LstFailedVersion, State).
@@ -289,27 +289,7 @@ async fn replicas(c: &mut Conn, table: &str) -> Vec<(String, String, i64, i64, S
 /// and a load acknowledged by two of three survives losing one of the two.
 #[tokio::test]
 async fn three_replicas_survive_a_dead_backend() {
-    let bin = binary();
-    let fe = FrontendProcess::start(&bin, &["--heartbeat-interval-second", "1"])
-        .await
-        .expect("fe");
-    let mut bes = vec![];
-    for _ in 0..3 {
-        bes.push(BackendProcess::start(&bin).await.expect("be"));
-    }
-    let mut c = fe.conn().await;
-    let addrs: Vec<String> = bes.iter().map(|b| format!("\"{}\"", b.address())).collect();
-    run_all(
-        &mut c,
-        &[
-            &format!("ALTER SYSTEM ADD BACKEND {}", addrs.join(", ")),
-            "CREATE DATABASE d",
-        ],
-    )
-    .await;
-    for be in &bes {
-        wait_alive(&mut c, be.port, true).await;
-    }
+    let (fe, mut bes, mut c, _) = cluster(3, &[]).await;
     // No replication_num: `tethys fe`'s default of 3.
     run_all(
         &mut c,
@@ -385,13 +365,6 @@ async fn three_replicas_survive_a_dead_backend() {
         }
     }
 
-    // It comes back behind: it is never read, the answers stay whole.
-    dead.restart().await.expect("restart");
-    wait_alive(&mut c, dead.port, true).await;
-    for _ in 0..4 {
-        assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, expect);
-    }
-
     // Lose one of the two replicas that acknowledged those loads: the other
     // answers them all.
     bes[1].kill();
@@ -401,8 +374,8 @@ async fn three_replicas_survive_a_dead_backend() {
         count(&mut c, "SELECT count(*) FROM d.t WHERE k >= 200").await,
         30
     );
-    // Now only one replica of each tablet is current and alive: a load
-    // cannot reach a majority and fails, naming why; nothing of it shows.
+    // Only one replica of each tablet is current and alive: a load cannot
+    // reach a majority and fails, naming why; nothing of it shows.
     let e = c
         .query_drop("INSERT INTO d.t VALUES (300, 'n')")
         .await
@@ -412,6 +385,31 @@ async fn three_replicas_survive_a_dead_backend() {
         "{e}"
     );
     assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, expect);
+
+    // The first dead backend comes back behind: never read while behind,
+    // the tablet scheduler clones the versions it missed onto it.
+    dead.restart().await.expect("restart");
+    wait_alive(&mut c, dead.port, true).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, expect);
+        let reps = replicas(&mut c, "d.t").await;
+        let top = reps.iter().map(|r| r.2).max().unwrap_or(0);
+        if reps.iter().filter(|r| r.1 == dead_id).all(|r| r.2 == top) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never caught up: {reps:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // The one that served alone goes too: the caught-up replicas answer
+    // everything, the merge-on-write updates included.
+    bes[0].kill();
+    wait_alive(&mut c, bes[0].port, false).await;
+    assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, expect);
+    assert_eq!(
+        count(&mut c, "SELECT count(*) FROM d.t WHERE v = 'u'").await,
+        10
+    );
 }
 
 /// A data directory written before replicas (`tests/fixtures/`: by the
@@ -474,4 +472,153 @@ async fn a_data_directory_from_before_replicas_opens() {
             .iter()
             .all(|r| r.2 == 5)
     );
+}
+
+/// An FE (heartbeats every second, `flags` beside) and `n` backends added
+/// to it, all alive, with a database `d`; the backends' ids.
+async fn cluster(
+    n: usize,
+    flags: &[&str],
+) -> (FrontendProcess, Vec<BackendProcess>, Conn, Vec<String>) {
+    let bin = binary();
+    let mut args = vec!["--heartbeat-interval-second", "1"];
+    args.extend(flags);
+    let fe = FrontendProcess::start(&bin, &args).await.expect("fe");
+    let mut bes = vec![];
+    for _ in 0..n {
+        bes.push(BackendProcess::start(&bin).await.expect("be"));
+    }
+    let mut c = fe.conn().await;
+    let addrs: Vec<String> = bes.iter().map(|b| format!("\"{}\"", b.address())).collect();
+    run_all(
+        &mut c,
+        &[
+            &format!("ALTER SYSTEM ADD BACKEND {}", addrs.join(", ")),
+            "CREATE DATABASE d",
+        ],
+    )
+    .await;
+    let mut ids = vec![];
+    for be in &bes {
+        ids.push(wait_alive(&mut c, be.port, true).await["BackendId"].clone());
+    }
+    (fe, bes, c, ids)
+}
+
+/// Polls SHOW TABLETS FROM d.t (60 s at most) until `ok` holds of it.
+async fn wait_replicas(
+    c: &mut Conn,
+    what: &str,
+    ok: impl Fn(&[(String, String, i64, i64, String)]) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let reps = replicas(c, "d.t").await;
+        if ok(&reps) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never {what}: {reps:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// d.t holds keys 0..150, the first 10 updated to 'u'.
+async fn check_updated_150(c: &mut Conn) {
+    assert_eq!(count(c, "SELECT count(*) FROM d.t").await, 150);
+    assert_eq!(count(c, "SELECT count(*) FROM d.t WHERE v = 'u'").await, 10);
+    assert_eq!(
+        count(c, "SELECT sum(k) FROM d.t").await,
+        (0..150).sum::<i64>()
+    );
+}
+
+/// Replicas per tablet on the backends `on`, holding at least `version`.
+fn current_on(
+    reps: &[(String, String, i64, i64, String)],
+    on: &[String],
+    version: i64,
+) -> std::collections::BTreeMap<String, usize> {
+    let mut n = std::collections::BTreeMap::new();
+    for r in reps {
+        let e = n.entry(r.0.clone()).or_insert(0);
+        if on.contains(&r.1) && r.2 >= version && r.4 == "NORMAL" {
+            *e += 1;
+        }
+    }
+    n
+}
+
+/// The tablet scheduler: a backend dead past the repair delay has its
+/// replicas cloned onto the others (merge-on-write bitmaps and all); when
+/// it returns, its replicas are surplus and dropped; DECOMMISSION moves a
+/// backend's replicas away and then drops it; the clones answer queries.
+#[tokio::test]
+async fn replicas_are_repaired_moved_and_dropped() {
+    let (fe, mut bes, mut c, ids) = cluster(4, &["--tablet-repair-delay-second", "2"]).await;
+    run_all(
+        &mut c,
+        &["CREATE TABLE d.t (k INT, v VARCHAR(20)) UNIQUE KEY(k) \
+           DISTRIBUTED BY HASH(k) BUCKETS 4 PROPERTIES (\"replication_num\" = \"3\")"],
+    )
+    .await;
+    load_150_rows(&mut c, &fe).await;
+    run_all(&mut c, &["UPDATE d.t SET v = 'u' WHERE k < 10"]).await;
+    check_updated_150(&mut c).await;
+
+    // A dies; after the delay each tablet has 3 current replicas on B, C, D.
+    bes[0].kill();
+    wait_alive(&mut c, bes[0].port, false).await;
+    let others = ids[1..].to_vec();
+    wait_replicas(&mut c, "repaired", |r| {
+        current_on(r, &others, 4).values().all(|n| *n == 3)
+    })
+    .await;
+    check_updated_150(&mut c).await;
+
+    // A returns with its replicas: each tablet has one too many, and the
+    // surplus goes (from A or from where the clones went).
+    bes[0].restart().await.expect("restart a");
+    wait_alive(&mut c, bes[0].port, true).await;
+    wait_replicas(&mut c, "surplus dropped", |r| {
+        r.len() == 12 && current_on(r, &ids, 4).values().all(|n| *n == 3)
+    })
+    .await;
+    run_all(&mut c, &["INSERT INTO d.t VALUES (1000, 'n')"]).await;
+    run_all(&mut c, &["DELETE FROM d.t WHERE k = 1000"]).await;
+
+    // DECOMMISSION B: its replicas move (to A), then it is dropped.
+    run_all(
+        &mut c,
+        &[&format!(
+            r#"ALTER SYSTEM DECOMMISSION BACKEND "{}""#,
+            bes[1].address()
+        )],
+    )
+    .await;
+    let b_row = backends(&mut c)
+        .await
+        .into_iter()
+        .find(|b| b["BackendId"] == ids[1]);
+    assert!(
+        b_row.is_none_or(|b| b["SystemDecommissioned"] == "true"),
+        "decommissioning shows"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while backends(&mut c)
+        .await
+        .iter()
+        .any(|b| b["BackendId"] == ids[1])
+    {
+        assert!(Instant::now() < deadline, "B never dropped");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let remaining = vec![ids[0].clone(), ids[2].clone(), ids[3].clone()];
+    wait_replicas(&mut c, "moved off B", |r| {
+        r.len() == 12 && current_on(r, &remaining, 4).values().all(|n| *n == 3)
+    })
+    .await;
+    // Kill C: A's clones and D answer every tablet.
+    bes[2].kill();
+    wait_alive(&mut c, bes[2].port, false).await;
+    check_updated_150(&mut c).await;
 }

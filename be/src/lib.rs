@@ -8,6 +8,7 @@
 //! Layers, each importing only those below it:
 //! `service` -> `node` -> `cluster` | `exec` | `load` -> `storage`.
 
+pub mod clone;
 pub mod cluster;
 pub mod exec;
 pub mod load;

@@ -57,6 +57,14 @@ control_calls! {
     compact(CompactRequest) -> CompactResponse;
     /// Writes a DELETE's predicate rowset.
     write_delete(WriteDeleteRequest) -> WriteDeleteResponse;
+    /// Copies a tablet from another backend.
+    clone_tablet(CloneTabletRequest) -> CloneTabletResponse;
+    /// Snapshots a tablet for a clone.
+    make_snapshot(MakeSnapshotRequest) -> MakeSnapshotResponse;
+    /// A chunk of a snapshot's file.
+    read_snapshot(ReadSnapshotRequest) -> ReadSnapshotResponse;
+    /// Drops a snapshot.
+    release_snapshot(ReleaseSnapshotRequest) -> ReleaseSnapshotResponse;
 }
 
 /// Flight descriptor path of a group-commit write.

@@ -1,8 +1,8 @@
 //! Replica writes and Doris' quorum: a load writes every replica of each
 //! tablet it touches and commits when a majority of each tablet's replicas
-//! wrote it. A replica whose write failed is named to the FE, which gives it
-//! no version of that load (it would otherwise publish an empty version and
-//! answer without the rows) and marks it for repair.
+//! wrote it. The replicas written are named to the FE, which gives the
+//! others no version of that load (they would otherwise publish an empty
+//! version and answer without the rows) and marks them for repair.
 //!
 //! `INSERT INTO t VALUES ...` with replication_num 3 and one BE dead: two of
 //! three replicas write, the load commits, the third replica is behind.
@@ -23,12 +23,19 @@ pub fn quorum(replica_num: usize) -> usize {
 pub struct ReplicaWrites {
     /// (tablet id, backend id) -> why its write failed.
     failed: BTreeMap<(i64, i64), String>,
+    /// (tablet id, backend id) of the replicas that took every write sent.
+    ok: std::collections::BTreeSet<(i64, i64)>,
 }
 
 impl ReplicaWrites {
     /// Records that a replica's write failed; later writes skip it.
     pub fn fail(&mut self, tablet_id: i64, backend_id: i64, why: String) {
         self.failed.entry((tablet_id, backend_id)).or_insert(why);
+    }
+
+    /// Records that a replica took a write.
+    pub fn succeed(&mut self, tablet_id: i64, backend_id: i64) {
+        self.ok.insert((tablet_id, backend_id));
     }
 
     pub fn is_failed(&self, tablet_id: i64, backend_id: i64) -> bool {
@@ -82,20 +89,24 @@ impl ReplicaWrites {
         )))
     }
 
-    /// The failed replicas, as the FE is told of them.
-    pub fn to_pb(&self) -> Vec<ReplicaPb> {
-        self.failed
-            .keys()
-            .map(|(t, b)| ReplicaPb {
-                tablet_id: *t,
-                backend_id: *b,
-            })
+    /// (tablet id, backend id) of the replicas written without a failure.
+    pub fn written(&self) -> Vec<(i64, i64)> {
+        self.ok
+            .iter()
+            .filter(|k| !self.failed.contains_key(k))
+            .copied()
             .collect()
     }
 
-    /// (tablet id, backend id) of the failed replicas.
-    pub fn pairs(&self) -> Vec<(i64, i64)> {
-        self.failed.keys().copied().collect()
+    /// The replicas written, as the FE is told of them.
+    pub fn written_pb(&self) -> Vec<ReplicaPb> {
+        self.written()
+            .into_iter()
+            .map(|(t, b)| ReplicaPb {
+                tablet_id: t,
+                backend_id: b,
+            })
+            .collect()
     }
 }
 
@@ -124,7 +135,10 @@ mod tests {
         assert!(w.check(7, &[1, 2, 3], 3).is_err());
         // Other tablets are not affected.
         w.check(8, &[1, 2, 3], 3).unwrap();
-        assert_eq!(w.pairs(), vec![(7, 2), (7, 3)]);
         assert_eq!(w.failures(7), 2);
+        w.succeed(7, 1);
+        w.succeed(7, 2);
+        w.succeed(8, 1);
+        assert_eq!(w.written(), vec![(7, 1), (8, 1)]);
     }
 }

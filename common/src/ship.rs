@@ -4,7 +4,8 @@
 //! [`Router`] (partition by range, bucket by hash), buffers them per tablet
 //! and ships each buffer to every replica of the tablet as pending rowset
 //! data of one transaction. A replica whose write fails is skipped from then
-//! on and reported (`RowShipper::writes`); the load fails only when a tablet
+//! on; the replicas written are reported (`RowShipper::writes`) so only they
+//! get the load's version; the load fails only when a tablet
 //! can no longer reach a majority of its replicas (`replicas.rs`).
 
 use std::collections::{BTreeSet, HashMap};
@@ -182,7 +183,10 @@ impl RowShipper {
         let (tablet_id, backend_id, r) =
             r.map_err(|e| TethysError::Internal(format!("tablet write task: {e}")))?;
         match r {
-            Ok(ms) => self.write_ms += ms,
+            Ok(ms) => {
+                self.write_ms += ms;
+                self.writes.succeed(tablet_id, backend_id);
+            }
             Err(TethysError::Cancelled) => return Err(TethysError::Cancelled),
             Err(e) => {
                 let route = self.written.get(&tablet_id).cloned();

@@ -2,7 +2,7 @@
 //! manager and the registry of client connections (for KILL and
 //! SHOW PROCESSLIST).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -64,6 +64,8 @@ pub struct Frontend {
     /// Replicas of a table's tablets when CREATE TABLE names none
     /// (`tethys fe --default-replication-num`, Doris' 3; standalone 1).
     pub default_replication_num: AtomicUsize,
+    /// Tables `ADMIN REPAIR TABLE` put first in the tablet scheduler.
+    repair_first: Mutex<BTreeSet<i64>>,
 }
 
 /// How many connections and prepared statements clients may hold.
@@ -98,6 +100,22 @@ impl Default for ConnLimits {
 }
 
 impl Frontend {
+    /// Tables whose tablets the tablet scheduler looks at first.
+    pub fn repair_first(&self) -> BTreeSet<i64> {
+        self.repair_first
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// `ADMIN REPAIR TABLE`: puts a table first.
+    pub fn repair_table_first(&self, table_id: i64) {
+        self.repair_first
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(table_id);
+    }
+
     pub fn new(catalog: Arc<Catalog>) -> Arc<Frontend> {
         let backends = Arc::new(Backends::new(catalog.clone()));
         Arc::new(Frontend {
@@ -113,6 +131,7 @@ impl Frontend {
             connections: AtomicU64::new(0),
             limits: ConnLimits::default(),
             default_replication_num: AtomicUsize::new(1),
+            repair_first: Default::default(),
         })
     }
 

@@ -15,6 +15,7 @@ pub mod profile;
 pub mod server;
 pub mod session;
 pub mod sql;
+pub mod tablet_scheduler;
 pub mod txn;
 
 pub use server::{FrontendConfig, open, serve};

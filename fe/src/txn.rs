@@ -17,7 +17,7 @@ use tethys_common::{Result, TethysError};
 use tethys_proto::{AbortTxnRequest, PendingTxnsRequest, PublishVersionRequest, TabletVersion};
 
 use crate::backends::Backends;
-use crate::catalog::{Catalog, EditOp, PartitionVersion, TxnRecord, TxnState};
+use crate::catalog::{Catalog, CatalogState, EditOp, PartitionVersion, TxnRecord, TxnState};
 
 /// (tablet id, backend id) pairs: replicas.
 pub type ReplicaKeys = Vec<(i64, i64)>;
@@ -101,13 +101,25 @@ impl TxnManager {
     }
 
     /// Commits and publishes a transaction that wrote to the given
-    /// (table id, partition id) pairs; `failed`: the (tablet id, backend id)
-    /// replicas whose writes failed.
+    /// (table id, partition id) pairs; `written`: the (tablet id, backend
+    /// id) replicas that took its rows.
     pub async fn commit_and_publish(
         &self,
         txn_id: i64,
         touched: &BTreeSet<(i64, i64)>,
-        failed: &[(i64, i64)],
+        written: &[(i64, i64)],
+    ) -> Result<()> {
+        self.commit(txn_id, touched, |state| unwritten(state, touched, written))
+            .await
+    }
+
+    /// Commits (with `failed` giving the replicas that miss its versions)
+    /// and publishes.
+    async fn commit(
+        &self,
+        txn_id: i64,
+        touched: &BTreeSet<(i64, i64)>,
+        failed: impl FnOnce(&CatalogState) -> ReplicaKeys,
     ) -> Result<()> {
         let _g = self.publish_lock.lock().await;
         self.catalog.mutate(|state, _| {
@@ -142,7 +154,7 @@ impl TxnManager {
                     txn_id,
                     versions,
                     time: now_ms(),
-                    failed: failed.to_vec(),
+                    failed: failed(state),
                 },
                 (),
             ))
@@ -162,7 +174,7 @@ impl TxnManager {
         &self,
         txn_id: i64,
         touched: &BTreeSet<(i64, i64)>,
-        failed: &[(i64, i64)],
+        written: &[(i64, i64)],
     ) -> Result<()> {
         self.catalog.mutate(|state, _| {
             let txn = state.txns.get(&txn_id).ok_or_else(|| {
@@ -176,7 +188,7 @@ impl TxnManager {
                     txn_id,
                     touched: touched.iter().copied().collect(),
                     time: now_ms(),
-                    failed: failed.to_vec(),
+                    failed: unwritten(state, touched, written),
                 },
                 (),
             ))
@@ -198,7 +210,7 @@ impl TxnManager {
                 t.failed_replicas.clone(),
             )
         };
-        self.commit_and_publish(txn_id, &touched, &failed).await
+        self.commit(txn_id, &touched, |_| failed).await
     }
 
     /// Publishes a committed transaction on the replicas that wrote it and
@@ -298,6 +310,7 @@ impl TxnManager {
                 *all = tab.backend_ids().collect();
                 for r in &tab.replicas {
                     if txn.failed_replicas.contains(&(tab.id, r.backend_id))
+                        || txn_id < r.since_txn
                         || r.version < v.version - 1
                         || !alive.contains(&r.backend_id)
                     {
@@ -453,6 +466,36 @@ impl TxnManager {
         }
         Ok(())
     }
+}
+
+/// The replicas that miss a load's versions: those of each tablet it wrote
+/// (in the `touched` (table id, partition id) partitions) that are not among
+/// `written` (tablet id, backend id). A tablet it did not write gets an empty
+/// version on every replica.
+fn unwritten(
+    state: &CatalogState,
+    touched: &BTreeSet<(i64, i64)>,
+    written: &[(i64, i64)],
+) -> ReplicaKeys {
+    let wrote: BTreeSet<(i64, i64)> = written.iter().copied().collect();
+    let tablets: BTreeSet<i64> = written.iter().map(|(t, _)| *t).collect();
+    let mut out = vec![];
+    for (table_id, partition_id) in touched {
+        let Some(p) = state
+            .table_by_id(*table_id)
+            .and_then(|t| t.partitions.iter().find(|p| p.id == *partition_id))
+        else {
+            continue;
+        };
+        for t in p.tablets.iter().filter(|t| tablets.contains(&t.id)) {
+            out.extend(
+                t.backend_ids()
+                    .filter(|b| !wrote.contains(&(t.id, *b)))
+                    .map(|b| (t.id, b)),
+            );
+        }
+    }
+    out
 }
 
 /// The error for a transaction already past the step asked of it.

@@ -460,7 +460,7 @@ async fn write_and_commit(
         table_id: plan.table_id,
         touched_partitions: writer.touched.iter().copied().collect(),
         stats: Some(stats),
-        failed_replicas: writer.writes.to_pb(),
+        written_replicas: writer.writes.written_pb(),
     };
     let ncols = plan.schema.as_ref().map(|s| s.columns.len()).unwrap_or(0);
     let router = Router::of_plan(plan, None)?;

@@ -401,7 +401,7 @@ async fn finish(
                         message: "OK".into(),
                         ..stats_of(resp, who.table, who.user)
                     }),
-                    failed_replicas: writer.writes.to_pb(),
+                    written_replicas: writer.writes.written_pb(),
                 })
                 .await;
             resp.commit_ms = Some(t.elapsed().as_millis() as u64);

@@ -246,4 +246,60 @@ impl BackendService for BackendRpc {
             output_rows: done.iter().map(|o| o.output_rows as i64).sum(),
         }))
     }
+
+    async fn clone_tablet(
+        &self,
+        req: Request<CloneTabletRequest>,
+    ) -> Result<Response<CloneTabletResponse>, Status> {
+        let b = &self.backend;
+        let r =
+            crate::clone::clone_tablet(b.engine.clone(), &b.loads.pool, req.into_inner()).await?;
+        Ok(Response::new(r))
+    }
+
+    async fn make_snapshot(
+        &self,
+        req: Request<MakeSnapshotRequest>,
+    ) -> Result<Response<MakeSnapshotResponse>, Status> {
+        let id = req.into_inner().tablet_id;
+        let snap = self.blocking(move |b| b.engine.make_snapshot(id)).await?;
+        let meta = serde_json::to_vec(&snap.meta)
+            .map_err(|e| Status::internal(format!("encoding tablet {id}'s meta: {e}")))?;
+        Ok(Response::new(MakeSnapshotResponse {
+            snapshot_id: snap.id,
+            meta,
+            version: snap.meta.version,
+            files: snap
+                .files
+                .into_iter()
+                .map(|(name, size)| SnapshotFilePb { name, size })
+                .collect(),
+        }))
+    }
+
+    async fn read_snapshot(
+        &self,
+        req: Request<ReadSnapshotRequest>,
+    ) -> Result<Response<ReadSnapshotResponse>, Status> {
+        let r = req.into_inner();
+        // Bounded: a chunk is at most 8 MiB however much is asked.
+        let len = (r.length as usize).min(8 << 20);
+        let data = self
+            .blocking(move |b| {
+                b.engine
+                    .read_snapshot(&r.snapshot_id, &r.file, r.offset, len)
+            })
+            .await?;
+        Ok(Response::new(ReadSnapshotResponse { data }))
+    }
+
+    async fn release_snapshot(
+        &self,
+        req: Request<ReleaseSnapshotRequest>,
+    ) -> Result<Response<ReleaseSnapshotResponse>, Status> {
+        let id = req.into_inner().snapshot_id;
+        self.blocking(move |b| b.engine.release_snapshot(&id))
+            .await?;
+        Ok(Response::new(ReleaseSnapshotResponse {}))
+    }
 }

@@ -92,7 +92,7 @@ impl StorageEngine {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        Ok(StorageEngine {
+        let engine = StorageEngine {
             data_dir,
             tablets: RwLock::new(tablets),
             rowset_seq: AtomicU64::new(0),
@@ -102,7 +102,9 @@ impl StorageEngine {
             pages: Default::default(),
             key_indexes,
             compaction: CompactionConfig::default(),
-        })
+        };
+        engine.clean_clone_dirs();
+        Ok(engine)
     }
 
     /// Sets how the backend compacts.
@@ -111,7 +113,37 @@ impl StorageEngine {
         self
     }
 
-    fn next_rowset_id(&self, suffix: &str) -> String {
+    /// The storage root (`data/` and the clone directories under it).
+    pub(super) fn root(&self) -> PathBuf {
+        self.data_dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.data_dir.clone())
+    }
+
+    /// Where tablet `tablet_id` lives.
+    pub(super) fn tablet_dir(&self, tablet_id: i64) -> PathBuf {
+        self.data_dir.join(tablet_id.to_string())
+    }
+
+    pub(super) fn key_indexes(&self) -> &Arc<KeyIndexCache> {
+        &self.key_indexes
+    }
+
+    /// Puts a (re)opened tablet in the map.
+    pub(super) fn put_tablet(&self, tablet_id: i64, t: Arc<Tablet>) {
+        self.tablets
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tablet_id, t);
+    }
+
+    /// Forgets cached footers of a directory's files (replaced by a clone).
+    pub(super) fn forget_files(&self, dir: &Path) {
+        self.footers.forget_dir(dir);
+    }
+
+    pub(super) fn next_rowset_id(&self, suffix: &str) -> String {
         format!(
             "{:x}{:06x}{suffix}",
             self.boot_ms,

@@ -8,6 +8,7 @@
 
 mod bloom;
 mod clock_cache;
+mod clone;
 mod compaction;
 mod delete_bitmap;
 mod encoding;
@@ -21,11 +22,12 @@ mod short_key;
 mod tablet;
 mod zone_map;
 
+pub use clone::Snapshot;
 pub use compaction::CompactionKind;
 pub use delete_bitmap::default_key_index_cache_bytes;
 pub use engine::{CompactionConfig, StorageEngine};
 pub use page_cache::default_capacity as default_page_cache_bytes;
-pub use tablet::{MAX_TABLET_VERSION_NUM, RowsetMeta, Tablet, WriteKind};
+pub use tablet::{MAX_TABLET_VERSION_NUM, RowsetMeta, Tablet, TabletMeta, WriteKind};
 
 /// The page encodings, for `cargo bench -p tethys-be --bench encodings`
 /// (a bench is a crate of its own and sees only what is public).

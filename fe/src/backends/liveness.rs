@@ -30,6 +30,8 @@ pub struct BackendStatus {
     pub err_msg: String,
     /// Heartbeats failed in a row.
     pub failures: u64,
+    /// Since when heartbeats fail (ms since the epoch; 0 while alive).
+    pub dead_since_ms: i64,
     pub tablet_count: i64,
     pub data_used_bytes: i64,
     pub disk_total_bytes: i64,
@@ -125,6 +127,9 @@ impl Backends {
                     beats.push(beat);
                 }
                 Err(why) => {
+                    if st.alive || st.dead_since_ms == 0 {
+                        st.dead_since_ms = now;
+                    }
                     st.alive = false;
                     st.err_msg = why;
                     st.failures += 1;
@@ -142,6 +147,7 @@ fn record(st: &mut BackendStatus, h: &HeartbeatResponse, now: i64) {
         last_start_ms: h.start_time_ms,
         err_msg: String::new(),
         failures: 0,
+        dead_since_ms: 0,
         tablet_count: h.tablet_count,
         data_used_bytes: h.data_used_bytes,
         disk_total_bytes: h.disk_total_bytes,

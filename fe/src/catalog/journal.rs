@@ -80,6 +80,29 @@ pub enum EditOp {
     DropBackend {
         id: i64,
     },
+    /// `ALTER SYSTEM DECOMMISSION BACKEND`: its replicas move away, then
+    /// it is dropped.
+    DecommissionBackend {
+        id: i64,
+    },
+    /// The tablet scheduler made a replica (a clone on a new backend).
+    AddReplica {
+        tablet_id: i64,
+        replica: Replica,
+    },
+    /// The tablet scheduler dropped a surplus replica.
+    DropReplica {
+        tablet_id: i64,
+        backend_id: i64,
+    },
+    /// A clone brought a replica up to `version`; transactions with ids
+    /// below `since_txn` are not published to it.
+    ReplicaCaughtUp {
+        tablet_id: i64,
+        backend_id: i64,
+        version: i64,
+        since_txn: i64,
+    },
     /// The cluster's id, picked when the FE first opens.
     InitCluster {
         cluster_id: i64,
@@ -228,8 +251,42 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
         EditOp::AddBackend { backend } => {
             state.backends.insert(backend.id, backend.clone());
         }
+        EditOp::DecommissionBackend { id } => {
+            state.decommissioned.insert(*id);
+        }
+        EditOp::AddReplica { tablet_id, replica } => {
+            if let Some(t) = state.tablet_mut(*tablet_id)
+                && t.replica_on(replica.backend_id).is_none()
+            {
+                t.replicas.push(replica.clone());
+            }
+        }
+        EditOp::DropReplica {
+            tablet_id,
+            backend_id,
+        } => {
+            if let Some(t) = state.tablet_mut(*tablet_id) {
+                t.replicas.retain(|r| r.backend_id != *backend_id);
+            }
+        }
+        EditOp::ReplicaCaughtUp {
+            tablet_id,
+            backend_id,
+            version,
+            since_txn,
+        } => {
+            if let Some(r) = state
+                .tablet_mut(*tablet_id)
+                .and_then(|t| t.replicas.iter_mut().find(|r| r.backend_id == *backend_id))
+            {
+                r.version = r.version.max(*version);
+                r.last_success_version = r.version;
+                r.since_txn = *since_txn;
+            }
+        }
         EditOp::DropBackend { id } => {
             state.backends.remove(id);
+            state.decommissioned.remove(id);
             // Its replicas go with it (DROPP: their data is given up; the
             // tablet scheduler puts new ones elsewhere).
             for t in state

@@ -140,6 +140,11 @@ pub struct Replica {
     /// The latest version it got.
     #[serde(default)]
     pub last_success_version: i64,
+    /// Set when a clone made it (or brought it up to date): transactions
+    /// with smaller ids began before, so may not have written it, and are
+    /// not published to it.
+    #[serde(default)]
+    pub since_txn: i64,
 }
 
 impl Replica {
@@ -153,6 +158,7 @@ impl Replica {
             version,
             last_failed_version: 0,
             last_success_version: version,
+            since_txn: 0,
         }
     }
 
@@ -494,6 +500,10 @@ pub struct CatalogState {
     pub next_id: i64,
     pub databases: BTreeMap<String, Database>,
     pub backends: BTreeMap<i64, BackendInfo>,
+    /// Backends being decommissioned: their replicas move away, then they
+    /// are dropped.
+    #[serde(default)]
+    pub decommissioned: std::collections::BTreeSet<i64>,
     pub txns: BTreeMap<i64, TxnRecord>,
     /// `SET GLOBAL` values (canonical variable name to value), kept across
     /// restarts as Doris keeps them; new sessions start from them.
@@ -555,6 +565,16 @@ impl CatalogState {
     }
 
     /// Finds a table by id.
+    /// A tablet by id, to change.
+    pub fn tablet_mut(&mut self, tablet_id: i64) -> Option<&mut TabletRef> {
+        self.databases
+            .values_mut()
+            .flat_map(|d| d.tables.values_mut())
+            .flat_map(|t| t.partitions.iter_mut())
+            .flat_map(|p| p.tablets.iter_mut())
+            .find(|t| t.id == tablet_id)
+    }
+
     pub fn table_by_id(&self, table_id: i64) -> Option<&Table> {
         self.databases
             .values()

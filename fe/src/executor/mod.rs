@@ -29,7 +29,7 @@ pub use analyze::auto_analyze;
 pub use ddl::ensure_all_tablets;
 pub(crate) use query::result_schema;
 pub(crate) use show::filtered_nullable;
-pub use system::heartbeat_round;
+pub use system::{finish_decommissions, heartbeat_round};
 
 /// The frontend, as every statement family's `execute` takes it.
 type Fe = Arc<Frontend>;

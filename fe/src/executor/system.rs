@@ -61,25 +61,87 @@ pub(super) async fn alter_system(fe: &Arc<Frontend>, a: AlterSystem) -> Result<O
         BackendAction::Drop { force: true } => {
             for (host, port) in &a.backends {
                 fe.catalog.mutate(|state, _| {
-                    let id = state
-                        .backends
-                        .values()
-                        .find(|b| b.host == *host && b.rpc_port == *port)
-                        .map(|b| b.id)
-                        .ok_or_else(|| {
-                            TethysError::Analysis(format!("backend does not exist[{host}:{port}]"))
-                        })?;
+                    let id = find(state, host, *port)?;
                     Ok((EditOp::DropBackend { id }, ()))
                 })?;
             }
             Ok(ok())
         }
-        BackendAction::Decommission => Err(TethysError::NotSupported(
-            "ALTER SYSTEM DECOMMISSION BACKEND: moving a backend's tablets to others is not \
-             supported yet"
-                .into(),
-        )),
+        BackendAction::Decommission => {
+            for (host, port) in &a.backends {
+                fe.catalog.mutate(|state, _| {
+                    let id = find(state, host, *port)?;
+                    // Its replicas must fit on the others.
+                    let others = fe
+                        .backends
+                        .alive_ids()
+                        .into_iter()
+                        .filter(|b| *b != id && !state.decommissioned.contains(b))
+                        .count();
+                    let need = state
+                        .databases
+                        .values()
+                        .flat_map(|d| d.tables.values())
+                        .filter(|t| {
+                            t.partitions
+                                .iter()
+                                .flat_map(|p| &p.tablets)
+                                .any(|x| x.replica_on(id).is_some())
+                        })
+                        .map(|t| t.replication_num())
+                        .max()
+                        .unwrap_or(0);
+                    if need > others {
+                        return Err(TethysError::Analysis(format!(
+                            "No available backends to move the replicas of backend {host}:{port} \
+                             to: a table has {need} replicas and {others} other backend(s) are \
+                             alive and not decommissioned"
+                        )));
+                    }
+                    Ok((EditOp::DecommissionBackend { id }, ()))
+                })?;
+            }
+            Ok(ok())
+        }
     }
+}
+
+/// The id of the backend at `host:port`.
+fn find(state: &crate::catalog::CatalogState, host: &str, port: u16) -> Result<i64> {
+    state
+        .backends
+        .values()
+        .find(|b| b.host == host && b.rpc_port == port)
+        .map(|b| b.id)
+        .ok_or_else(|| TethysError::Analysis(format!("backend does not exist[{host}:{port}]")))
+}
+
+/// Drops the decommissioned backends that hold no replica any more (the
+/// tablet scheduler moved them all).
+pub fn finish_decommissions(fe: &Arc<Frontend>) -> Result<()> {
+    let done: Vec<i64> = {
+        let state = fe.catalog.read();
+        state
+            .decommissioned
+            .iter()
+            .filter(|id| {
+                !state
+                    .databases
+                    .values()
+                    .flat_map(|d| d.tables.values())
+                    .flat_map(|t| t.partitions.iter())
+                    .flat_map(|p| p.tablets.iter())
+                    .any(|t| t.replica_on(**id).is_some())
+            })
+            .copied()
+            .collect()
+    };
+    for id in done {
+        tracing::info!("backend {id} is decommissioned: every replica moved, dropping it");
+        fe.catalog
+            .mutate(|_, _| Ok((EditOp::DropBackend { id }, ())))?;
+    }
+    Ok(())
 }
 
 /// One heartbeat round: every backend heartbeated at once, those that came

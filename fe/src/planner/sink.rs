@@ -180,7 +180,7 @@ impl OlapSink {
             .iter()
             .map(|p| (self.table.id, *p))
             .collect();
-        Ok((shipper.loaded, touched, shipper.writes.pairs()))
+        Ok((shipper.loaded, touched, shipper.writes.written()))
     }
 }
 
@@ -272,13 +272,13 @@ impl DataSink for OlapSink {
         };
         let _ = self.fe.txn.record_stats(txn.id, stats);
         let result = match result {
-            Ok((rows, touched, failed)) => {
+            Ok((rows, touched, written)) => {
                 if rows == 0 {
                     Ok(0)
                 } else {
                     self.fe
                         .txn
-                        .commit_and_publish(txn.id, &touched, &failed)
+                        .commit_and_publish(txn.id, &touched, &written)
                         .await
                         .map(|_| rows)
                 }

@@ -53,6 +53,9 @@ pub struct FrontendConfig {
     pub heartbeat_interval_secs: u64,
     /// Replicas of a new table's tablets when it names none.
     pub default_replication_num: usize,
+    /// How long a backend is dead before its replicas are made again
+    /// elsewhere, seconds (Doris' `tablet_repair_delay_factor_second`).
+    pub tablet_repair_delay_secs: u64,
 }
 
 /// Doris' heartbeat period, seconds.
@@ -186,12 +189,26 @@ pub async fn serve(
     let rx3 = rx.clone();
     let rx5 = rx.clone();
     let rx6 = rx.clone();
+    let rx7 = rx.clone();
     let mut rx4 = rx;
     let beat_fe = fe.clone();
     let every = Duration::from_secs(cfg.heartbeat_interval_secs.max(1));
     spawn_periodic("the heartbeat", every, every, rx6, move || {
         let fe = beat_fe.clone();
         async move { crate::executor::heartbeat_round(&fe).await }
+    });
+    // The tablet scheduler: its own task, so long clones never delay a
+    // heartbeat.
+    let sched_fe = fe.clone();
+    let delay = Duration::from_secs(cfg.tablet_repair_delay_secs);
+    spawn_periodic("the tablet scheduler", every, every, rx7, move || {
+        let fe = sched_fe.clone();
+        async move {
+            let r = crate::tablet_scheduler::round(&fe, delay).await;
+            if r != Default::default() {
+                tracing::info!("tablet scheduler: {r:?}");
+            }
+        }
     });
     if cfg.auto_analyze_interval_secs > 0 {
         let fe = fe.clone();

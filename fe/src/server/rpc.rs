@@ -220,8 +220,8 @@ impl FrontendService for FrontendRpc {
             .iter()
             .map(|p| (r.table_id, *p))
             .collect();
-        let failed: Vec<(i64, i64)> = r
-            .failed_replicas
+        let written: Vec<(i64, i64)> = r
+            .written_replicas
             .iter()
             .map(|f| (f.tablet_id, f.backend_id))
             .collect();
@@ -229,7 +229,7 @@ impl FrontendService for FrontendRpc {
             LoadAction::Commit => match self
                 .fe
                 .txn
-                .commit_and_publish(r.txn_id, &touched, &failed)
+                .commit_and_publish(r.txn_id, &touched, &written)
                 .await
             {
                 Ok(()) => TxnState::Visible,
@@ -247,7 +247,7 @@ impl FrontendService for FrontendRpc {
             LoadAction::Precommit => {
                 self.fe
                     .txn
-                    .precommit(r.txn_id, &touched, &failed)
+                    .precommit(r.txn_id, &touched, &written)
                     .map_err(status)?;
                 TxnState::Precommitted
             }

@@ -28,6 +28,7 @@ impl Tablet {
         promote: bool,
     ) -> Result<bool> {
         let _g = lock(&self.write_lock);
+        self.check_live()?;
         let mut meta = self.meta();
         let ids: std::collections::HashSet<&str> =
             inputs.iter().map(|r| r.rowset_id.as_str()).collect();

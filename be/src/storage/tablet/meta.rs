@@ -6,6 +6,8 @@ use super::*;
 
 pub(super) const META_MAGIC: &[u8; 4] = b"TMT1";
 pub(super) const META_FILE: &str = "meta.json";
+/// The name of a tablet directory's meta file.
+pub(crate) const META_FILE_NAME: &str = META_FILE;
 pub(super) const META_FORMAT_VERSION: u32 = 1;
 
 /// Versions (rowsets) a tablet may hold before new loads are refused, as

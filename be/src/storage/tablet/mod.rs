@@ -34,6 +34,7 @@ use super::delete_bitmap::{DeleteBitmap, KeyCodec, KeyIndex, KeyIndexCache};
 use super::merge::{MergeSpec, combine_sorted};
 use super::segment::{PartialWrite, Segment, SegmentInfo, write_segment};
 
+mod clone;
 mod compact;
 mod meta;
 mod partial;
@@ -41,6 +42,7 @@ mod publish;
 mod read;
 mod write;
 
+pub(crate) use clone::{meta_files, move_staged, rename_files};
 pub use meta::*;
 use publish::*;
 pub use read::*;
@@ -63,6 +65,9 @@ pub struct Tablet {
     /// Merge-on-write tables: the key codec, the rows later loads
     /// superseded (also of stale rowsets), and the segments' key indexes.
     mow: Option<MergeOnWrite>,
+    /// Set once a clone replaced this tablet's files (`clone.rs`): the
+    /// engine holds a reopened object; this one refuses to change them.
+    retired: std::sync::atomic::AtomicBool,
 }
 
 fn now_ms() -> u64 {
@@ -100,6 +105,7 @@ impl Tablet {
             stale: Mutex::new(vec![]),
             readers: Arc::new(AtomicUsize::new(0)),
             mow,
+            retired: Default::default(),
         })
     }
 
@@ -177,6 +183,7 @@ impl Tablet {
             stale: Mutex::new(vec![]),
             readers: Arc::new(AtomicUsize::new(0)),
             mow,
+            retired: Default::default(),
         };
         if tablet.mow.is_some() && !built {
             tablet.build_delete_bitmaps()?;

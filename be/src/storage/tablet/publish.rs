@@ -38,6 +38,7 @@ impl Tablet {
     /// recorded in a delete bitmap first, in the same meta rewrite.
     pub fn publish(&self, txn_id: i64, version: i64) -> Result<()> {
         let _g = lock(&self.write_lock);
+        self.check_live()?;
         let mut meta = self.meta();
         if meta.rowsets.iter().any(|r| r.txn_id == txn_id) {
             return Ok(());

@@ -132,6 +132,7 @@ impl Tablet {
         }
         let batch = sort_by_key(&batch, &meta.schema)?;
         let _g = lock(&self.write_lock);
+        self.check_live()?;
         // Merge-on-write: the key index of these rows, for a partial
         // update's lookups and for the publish's.
         let keys = match &self.mow {
@@ -195,6 +196,7 @@ impl Tablet {
     /// Discards what transaction `txn_id` wrote here. Idempotent.
     pub fn abort(&self, txn_id: i64) -> Result<()> {
         let _g = lock(&self.write_lock);
+        self.check_live()?;
         if let Some(p) = lock(&self.pending).remove(&txn_id) {
             let _ = fs::remove_file(self.dir.join(format!("txn_{txn_id}.json")));
             // Never a file a visible rowset reads.
@@ -229,6 +231,7 @@ impl Tablet {
     ) -> Result<()> {
         self.check_versions(max_versions)?;
         let _g = lock(&self.write_lock);
+        self.check_live()?;
         let pending = PendingRowset {
             txn_id,
             rowset_id: rowset_id(),

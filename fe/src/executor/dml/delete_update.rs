@@ -191,7 +191,7 @@ pub async fn delete(
     let written = write_delete_predicates(fe, &chosen, txn.id, &pb).await;
     let touched: BTreeSet<(i64, i64)> = chosen.iter().map(|p| (table.id, p.id)).collect();
     let result = match written {
-        Ok(failed) => fe.txn.commit_and_publish(txn.id, &touched, &failed).await,
+        Ok(written) => fe.txn.commit_and_publish(txn.id, &touched, &written).await,
         Err(e) => Err(e),
     };
     if let Err(e) = result {
@@ -208,8 +208,8 @@ pub async fn delete(
 
 /// Writes a delete predicate to every replica of the partitions' tablets
 /// (those holding the visible version on alive backends); returns the
-/// replicas whose write failed, or an error when a tablet cannot reach a
-/// majority of its replicas.
+/// replicas written, or an error when a tablet cannot reach a majority of
+/// its replicas.
 async fn write_delete_predicates(
     fe: &Arc<Frontend>,
     partitions: &[&crate::catalog::Partition],
@@ -252,16 +252,17 @@ async fn write_delete_predicates(
     });
     let mut writes = tethys_common::replicas::ReplicaWrites::default();
     for (be, ids, r) in futures::future::join_all(calls).await {
-        if let Err(e) = r {
-            for id in ids {
-                writes.fail(id, be, e.to_string());
+        for id in ids {
+            match &r {
+                Ok(()) => writes.succeed(id, be),
+                Err(e) => writes.fail(id, be, e.to_string()),
             }
         }
     }
     for (id, to, n) in &routes {
         writes.check(*id, to, *n)?;
     }
-    Ok(writes.pairs())
+    Ok(writes.written())
 }
 
 /// A DELETE on a merge-on-write UNIQUE table, as the INSERT ... SELECT that

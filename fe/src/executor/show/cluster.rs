@@ -68,6 +68,7 @@ const BACKEND_COLUMNS: [&str; 28] = [
 pub(super) async fn backends(fe: &Arc<Frontend>) -> Result<Output> {
     let mut backends = fe.backends.registered();
     backends.sort_by(|a, b| (&a.host, a.rpc_port).cmp(&(&b.host, b.rpc_port)));
+    let decommissioned = fe.catalog.read().decommissioned.clone();
     let tablets: BTreeMap<i64, usize> = {
         let state = fe.catalog.read();
         let mut n = BTreeMap::new();
@@ -105,7 +106,7 @@ pub(super) async fn backends(fe: &Arc<Frontend>) -> Result<Output> {
                 fmt_time(st.last_start_ms),
                 fmt_time(st.last_heartbeat_ms),
                 st.alive.to_string(),
-                "false".into(),
+                decommissioned.contains(&b.id).to_string(),
                 tablets.get(&b.id).copied().unwrap_or(0).to_string(),
                 fmt_size(st.data_used_bytes),
                 fmt_size(0),
