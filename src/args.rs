@@ -132,6 +132,10 @@ pub struct FeArgs {
     /// gRPC port the backends call.
     #[arg(long, default_value_t = ports::FE_RPC)]
     pub rpc_port: u16,
+    /// The name (or address) backends reach this FE by, which its
+    /// heartbeats tell them; default: `--host` (loopback when 0.0.0.0).
+    #[arg(long)]
+    pub advertise_host: Option<String>,
     /// Replicas of each tablet of a table whose CREATE TABLE names none
     /// (Doris' 3; standalone has one backend and uses 1).
     #[arg(long, default_value_t = 3)]
@@ -198,6 +202,7 @@ impl FeOptions {
             heartbeat_interval_secs: self.heartbeat_interval_second,
             default_replication_num: 1,
             tablet_repair_delay_secs: self.tablet_repair_delay_second,
+            advertise_host: None,
         }
     }
 }

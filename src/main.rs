@@ -1,9 +1,11 @@
 //! The `tethys` command: `tethys standalone` (the default) runs a frontend and
 //! a backend in one process; `tethys fe` and `tethys be` run them as separate
-//! processes (backends join with `ALTER SYSTEM ADD BACKEND`); `tethys shell`
+//! processes (backends join with `ALTER SYSTEM ADD BACKEND`); `tethys
+//! playground` starts an FE and N BEs as local processes; `tethys shell`
 //! is the built-in MySQL-protocol SQL shell.
 
 mod args;
+mod playground;
 mod shell;
 
 use std::process::ExitCode;
@@ -59,6 +61,9 @@ enum Command {
     /// Run a backend alone; a frontend adds it with
     /// `ALTER SYSTEM ADD BACKEND "host:port"`.
     Be(BeArgs),
+    /// An FE and N BEs as separate local processes, the backends added:
+    /// replication and failover in one command.
+    Playground(playground::PlaygroundArgs),
     /// The MySQL-protocol SQL shell.
     Shell(shell::ShellArgs),
 }
@@ -186,6 +191,7 @@ async fn frontend(args: FeArgs) -> Result<(), tethys_common::TethysError> {
         vec![],
     );
     cfg.default_replication_num = args.default_replication_num;
+    cfg.advertise_host = args.advertise_host.clone();
     let fe = tethys_fe::open(&cfg).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(tethys_fe::serve(fe, cfg, stopped(stop_rx)));
@@ -247,6 +253,7 @@ fn main() -> ExitCode {
     };
     let served = match command {
         Command::Shell(args) => return rt.block_on(shell::run(args)),
+        Command::Playground(args) => return rt.block_on(playground::run(args)),
         Command::Standalone(args) => {
             init_tracing();
             rt.block_on(standalone(args))

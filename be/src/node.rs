@@ -78,7 +78,6 @@ impl Backend {
         crate::load::wal::check_all(&cfg.root)?;
         std::fs::create_dir_all(&cfg.root)
             .map_err(|e| TethysError::io(format!("creating {}", cfg.root.display()), e))?;
-        let membership = Membership::open(&cfg.root)?;
         let engine = Arc::new(
             StorageEngine::open(&cfg.root)?
                 .with_page_cache(cfg.page_cache_bytes)
@@ -104,6 +103,9 @@ impl Backend {
             .map_err(|e| TethysError::io("starting the BE execution pool", e))?;
         let loads = LoadContext::new(cfg.root.clone(), cfg.http_addr)
             .with_max_body_bytes(cfg.max_body_bytes);
+        // One token: the services check it, the pool's and FE client's
+        // calls carry it.
+        let membership = Membership::open(&cfg.root, loads.pool.token().clone())?;
         if let Some(url) = &cfg.fe_rpc_url {
             loads.set_frontend(url)?;
         }

@@ -20,7 +20,13 @@ use tethys_proto::{
     ExecFragmentRequest, GroupCommitWriteRequest, GroupCommitWriteResponse, WriteRequest,
     WriteResponse,
 };
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::token::Token;
+
+/// A channel that adds the cluster token to every call.
+type Authed = InterceptedService<Channel, Token>;
 
 /// The `BackendService` calls, one typed method each with one error
 /// mapping ([`BackendClient::err`]): the only way the FE asks a backend
@@ -92,10 +98,16 @@ const MAX_MESSAGE: usize = 256 << 20;
 pub struct BackendClient {
     pub info: BackendInfo,
     channel: Channel,
+    token: Token,
+    suspects: Suspects,
 }
 
+/// Backends a call found unreachable, and when: the FE stops choosing them
+/// before the next heartbeat says so (which clears them if they answer).
+type Suspects = Arc<Mutex<HashMap<i64, std::time::Instant>>>;
+
 impl BackendClient {
-    fn new(info: BackendInfo) -> Result<Self> {
+    fn new(info: BackendInfo, token: Token, suspects: Suspects) -> Result<Self> {
         let channel = Endpoint::from_shared(info.rpc_url())
             .map_err(|e| {
                 TethysError::Backend(format!("bad backend address {}: {e}", info.rpc_url()))
@@ -103,18 +115,23 @@ impl BackendClient {
             .connect_timeout(std::time::Duration::from_secs(5))
             .tcp_nodelay(true)
             .connect_lazy();
-        Ok(BackendClient { info, channel })
+        Ok(BackendClient {
+            info,
+            channel,
+            token,
+            suspects,
+        })
     }
 
     /// The control-plane client; callers use the typed calls below.
-    fn rpc(&self) -> BackendServiceClient<Channel> {
-        BackendServiceClient::new(self.channel.clone())
+    fn rpc(&self) -> BackendServiceClient<Authed> {
+        BackendServiceClient::with_interceptor(self.channel.clone(), self.token.clone())
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE)
     }
 
-    fn flight(&self) -> FlightServiceClient<Channel> {
-        FlightServiceClient::new(self.channel.clone())
+    fn flight(&self) -> FlightServiceClient<Authed> {
+        FlightServiceClient::with_interceptor(self.channel.clone(), self.token.clone())
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE)
     }
@@ -234,25 +251,68 @@ impl BackendClient {
             tonic::Code::DataLoss => {
                 TethysError::Corruption(format!("({}) {}", self.info.host, s.message()))
             }
-            tonic::Code::Unavailable => TethysError::Backend(format!(
-                "backend {} at {}:{} is unavailable: {}",
-                self.info.id,
-                self.info.host,
-                self.info.rpc_port,
-                s.message()
-            )),
+            tonic::Code::Unavailable => {
+                self.suspects
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(self.info.id, std::time::Instant::now());
+                self.unavailable(&s)
+            }
             _ => TethysError::Backend(format!("({}) {}", self.info.host, s.message())),
         }
     }
+
+    fn unavailable(&self, s: &tonic::Status) -> TethysError {
+        TethysError::Backend(format!(
+            "backend {} at {}:{} is unavailable: {}",
+            self.info.id,
+            self.info.host,
+            self.info.rpc_port,
+            s.message()
+        ))
+    }
 }
 
-/// All backend clients, by backend id.
+/// All backend clients, by backend id; their calls carry `token`.
 #[derive(Debug, Default)]
 pub struct BackendPool {
     clients: Mutex<HashMap<i64, Arc<BackendClient>>>,
+    token: Token,
+    suspects: Suspects,
 }
 
 impl BackendPool {
+    /// The cluster token this pool's calls carry (set it once known).
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// Whether a call found backend `id` unreachable since it last
+    /// answered a heartbeat.
+    pub fn is_suspect(&self, id: i64) -> bool {
+        self.suspects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&id)
+    }
+
+    /// Whether a call found some backend unreachable after `t`.
+    pub fn suspected_since(&self, t: std::time::Instant) -> bool {
+        self.suspects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .any(|at| *at >= t)
+    }
+
+    /// Backend `id` answered (a heartbeat): no longer suspect.
+    pub fn clear_suspect(&self, id: i64) {
+        self.suspects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
     /// The client of a backend, connecting lazily.
     pub fn get(&self, info: &BackendInfo) -> Result<Arc<BackendClient>> {
         let mut m = self.clients.lock().unwrap_or_else(|p| p.into_inner());
@@ -261,7 +321,11 @@ impl BackendPool {
         {
             return Ok(c.clone());
         }
-        let c = Arc::new(BackendClient::new(info.clone())?);
+        let c = Arc::new(BackendClient::new(
+            info.clone(),
+            self.token.clone(),
+            self.suspects.clone(),
+        )?);
         m.insert(info.id, c.clone());
         Ok(c)
     }

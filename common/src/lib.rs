@@ -23,6 +23,7 @@ pub mod replicas;
 pub mod routing;
 pub mod schema;
 pub mod ship;
+pub mod token;
 pub mod types;
 
 pub use error::{Result, TethysError};

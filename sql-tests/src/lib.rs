@@ -40,7 +40,7 @@ pub enum HarnessError {
 /// `N` distinct free ports: all bound at once, then let go. (Binding and
 /// letting go one at a time can hand out the same port twice; a server
 /// given one port for MySQL and HTTP answered MySQL clients with HTTP.)
-fn free_ports<const N: usize>() -> Result<[u16; N], HarnessError> {
+pub fn free_ports<const N: usize>() -> Result<[u16; N], HarnessError> {
     let setup = |e: std::io::Error| HarnessError::Setup(e.to_string());
     let listeners = (0..N)
         .map(|_| TcpListener::bind("127.0.0.1:0").map_err(setup))

@@ -15,6 +15,12 @@ use tonic::transport::Channel;
 
 use super::group_commit::GroupCommits;
 
+/// A client of the FE's `FrontendService`, its calls carrying the cluster
+/// token.
+pub type FrontendClient = FrontendServiceClient<
+    tonic::service::interceptor::InterceptedService<Channel, tethys_common::token::Token>,
+>;
+
 /// The backend as loads see it.
 #[derive(Debug)]
 pub struct LoadContext {
@@ -67,14 +73,15 @@ impl LoadContext {
     }
 
     /// A client of the FE service, when this backend knows its FE.
-    pub fn frontend(&self) -> Option<FrontendServiceClient<Channel>> {
+    pub fn frontend(&self) -> Option<FrontendClient> {
         let fe = self.fe.lock().unwrap_or_else(|p| p.into_inner());
-        fe.as_ref()
-            .map(|(_, c)| FrontendServiceClient::new(c.clone()))
+        fe.as_ref().map(|(_, c)| {
+            FrontendServiceClient::with_interceptor(c.clone(), self.pool.token().clone())
+        })
     }
 
     /// The FE client, or the error a load reports without one.
-    pub fn require_frontend(&self) -> Result<FrontendServiceClient<Channel>> {
+    pub fn require_frontend(&self) -> Result<FrontendClient> {
         self.frontend()
             .ok_or_else(|| TethysError::Internal("this backend does not know its frontend".into()))
     }

@@ -445,9 +445,7 @@ async fn next_batch(reader: &mut Option<WalReader>) -> Result<Option<RecordBatch
 
 async fn write_and_commit(
     be: &Arc<LoadContext>,
-    fe: &mut tethys_proto::frontend_service_client::FrontendServiceClient<
-        tonic::transport::Channel,
-    >,
+    fe: &mut crate::load::context::FrontendClient,
     reader: WalReader,
     done: usize,
     txn_id: i64,

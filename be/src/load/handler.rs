@@ -17,9 +17,7 @@ use tethys_common::routing::Router;
 use tethys_common::schema::TableSchema;
 use tethys_common::ship::RowShipper;
 use tethys_common::{Result, TethysError};
-use tethys_proto::frontend_service_client::FrontendServiceClient;
 use tethys_proto::{BeginLoadRequest, FinishLoadRequest, LoadAction, LoadPlanPb, LoadStatsPb};
-use tonic::transport::Channel;
 
 use super::LoadContext;
 use super::convert::{Converter, SourceSpec};
@@ -350,7 +348,7 @@ struct Who<'a> {
 /// Commits (or pre-commits) a load whose rows are written, or aborts it,
 /// filling the response's status and message.
 async fn finish(
-    fe: &mut FrontendServiceClient<Channel>,
+    fe: &mut crate::load::context::FrontendClient,
     opts: &LoadOptions,
     txn_id: i64,
     plan: &LoadPlanPb,

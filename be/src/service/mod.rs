@@ -12,6 +12,7 @@ use arrow_flight::flight_service_server::FlightServiceServer;
 use tethys_common::{Result, TethysError};
 use tethys_proto::backend_service_server::BackendServiceServer;
 use tokio::net::TcpListener;
+use tonic::service::interceptor::InterceptedService;
 
 use crate::node::{Backend, BackendConfig};
 
@@ -54,15 +55,19 @@ pub async fn serve(
     });
     let mut rx1 = stop_rx.clone();
     let mut rx2 = stop_rx;
+    // Every call must carry the cluster's token once the backend joined.
+    let checked = backend.membership.token().checker();
     let grpc = tonic::transport::Server::builder()
-        .add_service(BackendServiceServer::new(rpc::BackendRpc::new(
-            backend.clone(),
-        )))
-        .add_service(
+        .add_service(InterceptedService::new(
+            BackendServiceServer::new(rpc::BackendRpc::new(backend.clone())),
+            checked.clone(),
+        ))
+        .add_service(InterceptedService::new(
             FlightServiceServer::new(flight::BackendFlight::new(backend.clone()))
                 .max_decoding_message_size(256 << 20)
                 .max_encoding_message_size(256 << 20),
-        )
+            checked,
+        ))
         .serve_with_incoming_shutdown(
             tethys_common::net::nodelay_incoming(rpc_listener),
             async move {

@@ -43,7 +43,7 @@ impl BackendService for BackendRpc {
         let b = &self.backend;
         // Another cluster's heartbeat is refused before anything changes.
         if req.cluster_id != 0 {
-            b.membership.join(req.cluster_id)?;
+            b.membership.join(req.cluster_id, &req.token)?;
         }
         if !req.fe_host.is_empty() && req.fe_rpc_port != 0 {
             let host = if req.fe_host.contains(':') {

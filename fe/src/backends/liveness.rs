@@ -47,6 +47,7 @@ pub struct Heartbeater {
     pub fe_host: String,
     pub fe_rpc_port: u16,
     pub cluster_id: i64,
+    pub token: String,
 }
 
 /// What one heartbeat round changed for a backend.
@@ -75,12 +76,13 @@ impl Backends {
         s.get(&id).cloned().unwrap_or_default()
     }
 
-    /// The registered backends that answered their last heartbeat.
+    /// The registered backends that answered their last heartbeat and that
+    /// no call found unreachable since.
     pub fn alive(&self) -> Vec<BackendInfo> {
         let s = self.status.lock().unwrap_or_else(|p| p.into_inner());
         self.registered()
             .into_iter()
-            .filter(|b| s.get(&b.id).is_some_and(|st| st.alive))
+            .filter(|b| s.get(&b.id).is_some_and(|st| st.alive) && !self.pool().is_suspect(b.id))
             .collect()
     }
 
@@ -99,6 +101,7 @@ impl Backends {
                 fe_host: me.fe_host.clone(),
                 fe_rpc_port: u32::from(me.fe_rpc_port),
                 cluster_id: me.cluster_id,
+                token: me.token.clone(),
             };
             let answer = match self.client(b) {
                 Ok(c) => match tokio::time::timeout(timeout, c.heartbeat(req)).await {
@@ -124,6 +127,7 @@ impl Backends {
                         restarted: st.last_start_ms != 0 && st.last_start_ms != h.start_time_ms,
                     };
                     record(st, &h, now);
+                    self.pool().clear_suspect(beat.backend.id);
                     beats.push(beat);
                 }
                 Err(why) => {

@@ -106,6 +106,8 @@ pub enum EditOp {
     /// The cluster's id, picked when the FE first opens.
     InitCluster {
         cluster_id: i64,
+        #[serde(default)]
+        token: String,
     },
     BeginTxn {
         txn: TxnRecord,
@@ -299,8 +301,11 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
                 t.replicas.retain(|r| r.backend_id != *id);
             }
         }
-        EditOp::InitCluster { cluster_id } => {
+        EditOp::InitCluster { cluster_id, token } => {
             state.cluster_id = *cluster_id;
+            if !token.is_empty() {
+                state.cluster_token = token.clone();
+            }
         }
         EditOp::BeginTxn { txn } => {
             state.txns.insert(txn.id, txn.clone());

@@ -513,6 +513,11 @@ pub struct CatalogState {
     /// catalog written before clusters: the FE picks one when it opens).
     #[serde(default)]
     pub cluster_id: i64,
+    /// The cluster's token (`common/src/token.rs`): every call between its
+    /// processes carries it. Empty in a catalog written before tokens: the
+    /// FE makes one when it opens.
+    #[serde(default)]
+    pub cluster_token: String,
 }
 
 impl CatalogState {

@@ -13,6 +13,16 @@ use super::{Output, ok, table_snapshot};
 pub(super) async fn execute(fe: &Fe, session: &Session, stmt: Statement) -> Result<Output> {
     let sdb = &session.database;
     match stmt {
+        Statement::AdminRepair { db, table } => {
+            let db = crate::session::resolve_db(sdb, &db)?;
+            let t = table_snapshot(fe, &db, &table)?;
+            fe.repair_table_first(t.id);
+            Ok(ok())
+        }
+        Statement::AdminShowReplicaStatus { db, table, status } => {
+            let db = crate::session::resolve_db(sdb, &db)?;
+            replica_status(fe, &table_snapshot(fe, &db, &table)?, status)
+        }
         Statement::AdminCompact {
             db,
             table,
@@ -87,4 +97,78 @@ pub(super) async fn execute(fe: &Fe, session: &Session, stmt: Statement) -> Resu
         }
         other => Err(super::not_in_family("admin", &other)),
     }
+}
+
+/// `ADMIN SHOW REPLICA STATUS`: each replica's status as Doris names it
+/// (DEAD: its backend is not alive; VERSION_ERROR: it lacks versions;
+/// MISSING: its backend is gone; OK), the ones not OK unless a WHERE says.
+fn replica_status(
+    fe: &Fe,
+    t: &crate::catalog::Table,
+    only: Option<(bool, String)>,
+) -> Result<Output> {
+    let alive: std::collections::BTreeSet<i64> = fe.backends.alive_ids().into_iter().collect();
+    let registered = fe.catalog.read().backends.clone();
+    let mut rows = vec![];
+    for p in &t.partitions {
+        for tb in &p.tablets {
+            for r in &tb.replicas {
+                let status = if !registered.contains_key(&r.backend_id) {
+                    "MISSING"
+                } else if !alive.contains(&r.backend_id) {
+                    "DEAD"
+                } else if r.lagging(p.visible_version) {
+                    "VERSION_ERROR"
+                } else {
+                    "OK"
+                };
+                let shown = match &only {
+                    None => status != "OK",
+                    Some((true, s)) => status == s,
+                    Some((false, s)) => status != s,
+                };
+                if !shown {
+                    continue;
+                }
+                rows.push(vec![
+                    tb.id.to_string(),
+                    r.id.to_string(),
+                    r.backend_id.to_string(),
+                    r.version.to_string(),
+                    if r.last_failed_version > 0 {
+                        r.last_failed_version
+                    } else {
+                        -1
+                    }
+                    .to_string(),
+                    r.last_success_version.to_string(),
+                    p.committed_version.to_string(),
+                    "0".into(),
+                    "0".into(),
+                    "false".into(),
+                    "false".into(),
+                    "NORMAL".into(),
+                    status.into(),
+                ]);
+            }
+        }
+    }
+    super::string_rows(
+        &[
+            "TabletId",
+            "ReplicaId",
+            "BackendId",
+            "Version",
+            "LastFailedVersion",
+            "LastSuccessVersion",
+            "CommittedVersion",
+            "SchemaHash",
+            "VersionNum",
+            "IsBad",
+            "IsUserDrop",
+            "State",
+            "Status",
+        ],
+        rows,
+    )
 }

@@ -103,9 +103,12 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         | S::DropPartition { .. }
         | S::SetTableProperties { .. } => ddl::execute(fe, session, stmt).await,
         S::Delete { .. } | S::Update(_) => dml::execute(fe, session, stmt).await,
-        S::AdminCompact { .. } | S::Analyze { .. } | S::DropStats { .. } | S::Kill { .. } => {
-            admin::execute(fe, session, stmt).await
-        }
+        S::AdminCompact { .. }
+        | S::AdminRepair { .. }
+        | S::AdminShowReplicaStatus { .. }
+        | S::Analyze { .. }
+        | S::DropStats { .. }
+        | S::Kill { .. } => admin::execute(fe, session, stmt).await,
         S::Use(_)
         | S::Prepare { .. }
         | S::ExecutePrepared { .. }

@@ -26,7 +26,7 @@ pub(super) async fn execute(fe: &Fe, session: &mut Session, stmt: Statement) -> 
         Statement::Insert { sql, label } => run_query(fe, session, &sql, label).await,
         Statement::Bound(b) => {
             let parsed = crate::sql::rewrite::rewrite_for_datafusion(b.parsed)?;
-            run_parsed(fe, session, parsed, &b.text, b.label, false).await
+            run_retrying(fe, session, parsed, &b.text, b.label, false).await
         }
         Statement::Explain {
             sql,
@@ -77,7 +77,43 @@ pub(super) async fn run_query_as(
     delete_rows: bool,
 ) -> Result<Output> {
     let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
-    run_parsed(fe, session, parsed, sql, label, delete_rows).await
+    run_retrying(fe, session, parsed, sql, label, delete_rows).await
+}
+
+/// Queries a backend died under are planned and run again (twice at most)
+/// when they failed before their first row and a call found a backend
+/// unreachable meanwhile: the new plan reads other replicas. Statements
+/// that change data are not retried here.
+async fn run_retrying(
+    fe: &Arc<Frontend>,
+    session: &Session,
+    parsed: datafusion::sql::parser::Statement,
+    sql: &str,
+    label: Option<String>,
+    delete_rows: bool,
+) -> Result<Output> {
+    let mut attempts = 0;
+    loop {
+        let started = std::time::Instant::now();
+        let out = run_parsed(fe, session, parsed.clone(), sql, label.clone(), delete_rows).await;
+        let retry = |attempts: usize| attempts < 2 && fe.backends.pool().suspected_since(started);
+        let Ok(Output::Rows(mut stream)) = out else {
+            return out;
+        };
+        let schema = stream.schema();
+        match stream.next().await {
+            Some(Err(e)) if retry(attempts) => {
+                tracing::info!("a backend was unreachable, running the query again: {e}");
+                attempts += 1;
+            }
+            first => {
+                let rest = futures::stream::iter(first).chain(stream);
+                return Ok(Output::Rows(Box::pin(RecordBatchStreamAdapter::new(
+                    schema, rest,
+                ))));
+            }
+        }
+    }
 }
 
 /// A query or INSERT parsed and rewritten for DataFusion, planned and run;

@@ -56,6 +56,8 @@ pub struct FrontendConfig {
     /// How long a backend is dead before its replicas are made again
     /// elsewhere, seconds (Doris' `tablet_repair_delay_factor_second`).
     pub tablet_repair_delay_secs: u64,
+    /// The name backends reach this FE by, when not its listen address.
+    pub advertise_host: Option<String>,
 }
 
 /// Doris' heartbeat period, seconds.
@@ -91,12 +93,25 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
             ))
         })?;
     }
-    if catalog.read().cluster_id == 0 {
+    let (id, token) = {
+        let s = catalog.read();
+        (s.cluster_id, s.cluster_token.clone())
+    };
+    if id == 0 || token.is_empty() {
         // Positive and below 2^62: readable, and never 0 ("none").
-        let id = (rand::random::<u64>() >> 2) as i64 | 1;
-        catalog.mutate(|_, _| Ok((EditOp::InitCluster { cluster_id: id }, ())))?;
+        let cluster_id = if id == 0 {
+            (rand::random::<u64>() >> 2) as i64 | 1
+        } else {
+            id
+        };
+        let token = tethys_common::token::Token::generate();
+        catalog.mutate(|_, _| Ok((EditOp::InitCluster { cluster_id, token }, ())))?;
     }
     let fe = Frontend::new(catalog);
+    fe.backends
+        .pool()
+        .token()
+        .set(&fe.catalog.read().cluster_token)?;
     // One heartbeat round before anything else asks a backend: it tells
     // each backend its cluster and FE, finds which are alive and catches
     // those up (tablets, transactions). A dead one is caught up when it
@@ -127,17 +142,18 @@ pub async fn open(cfg: &FrontendConfig) -> Result<Arc<Frontend>> {
 /// backends call it for the loads they coordinate) and its cluster.
 fn heartbeater(cfg: &FrontendConfig, fe: &Frontend) -> crate::backends::Heartbeater {
     let ip = cfg.rpc_addr.ip();
-    // Bound to every interface: loopback reaches it from this host;
-    // `--host` names the address other hosts should use.
-    let host = if ip.is_unspecified() {
-        std::net::Ipv4Addr::LOCALHOST.to_string()
-    } else {
-        ip.to_string()
+    // `--advertise-host` names the FE for other hosts; else the address it
+    // listens on (loopback when that is every interface).
+    let host = match &cfg.advertise_host {
+        Some(h) => h.clone(),
+        None if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.to_string(),
+        None => ip.to_string(),
     };
     crate::backends::Heartbeater {
         fe_host: host,
         fe_rpc_port: cfg.rpc_addr.port(),
         cluster_id: fe.catalog.read().cluster_id,
+        token: fe.catalog.read().cluster_token.clone(),
     }
 }
 
@@ -251,11 +267,13 @@ pub async fn serve(
         .await
         .map_err(|e| TethysError::io(format!("binding the FE rpc port {}", cfg.rpc_addr), e))?;
     let rpc = tonic::transport::Server::builder()
-        .add_service(
+        .add_service(tonic::service::interceptor::InterceptedService::new(
             tethys_proto::frontend_service_server::FrontendServiceServer::new(
                 rpc::FrontendRpc::new(fe.clone()),
             ),
-        )
+            // Backends' calls carry the cluster token.
+            fe.backends.pool().token().checker(),
+        ))
         .serve_with_incoming_shutdown(
             tethys_common::net::nodelay_incoming(rpc_listener),
             async move {

@@ -241,6 +241,20 @@ pub enum Statement {
         partition: Option<String>,
         kind: String,
     },
+    /// `ADMIN REPAIR TABLE t`: the tablet scheduler looks at its tablets
+    /// first.
+    AdminRepair {
+        db: Option<String>,
+        table: String,
+    },
+    /// `ADMIN SHOW REPLICA STATUS FROM t [WHERE STATUS = | != 'S']`: the
+    /// replicas not OK (or of status S): DEAD, VERSION_ERROR, MISSING.
+    AdminShowReplicaStatus {
+        db: Option<String>,
+        table: String,
+        /// (equal?, status).
+        status: Option<(bool, String)>,
+    },
     /// `ANALYZE TABLE t [(cols)] [WITH SYNC]` or `ANALYZE DATABASE db`:
     /// collects column statistics for the optimizer.
     Analyze {

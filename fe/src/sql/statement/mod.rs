@@ -159,9 +159,33 @@ pub fn parse(sql: &str) -> Result<Statement> {
         }
         "admin" => {
             t.advance();
+            if t.eat_kws(&["repair", "table"]) {
+                let (db, table) = t.object_name()?;
+                t.finish()?;
+                return Ok(Statement::AdminRepair { db, table });
+            }
+            if t.eat_kws(&["show", "replica", "status", "from"]) {
+                let (db, table) = t.object_name()?;
+                let status = if t.eat_kw("where") {
+                    t.expect_kw("status")?;
+                    let equal = if t.eat(&Token::Eq) {
+                        true
+                    } else {
+                        t.expect(&Token::Neq)?;
+                        false
+                    };
+                    Some((equal, t.string()?.to_ascii_uppercase()))
+                } else {
+                    None
+                };
+                t.finish()?;
+                return Ok(Statement::AdminShowReplicaStatus { db, table, status });
+            }
             if !t.eat_kws(&["compact", "table"]) {
                 return Err(TethysError::NotSupported(
-                    "of the ADMIN statements only ADMIN COMPACT TABLE is supported".into(),
+                    "of the ADMIN statements Tethys supports ADMIN COMPACT TABLE, ADMIN REPAIR \
+                     TABLE and ADMIN SHOW REPLICA STATUS"
+                        .into(),
                 ));
             }
             let (db, table) = t.object_name()?;
