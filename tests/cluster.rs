@@ -665,3 +665,75 @@ async fn replicas_are_repaired_moved_and_dropped() {
     wait_alive(&mut c, bes[2].port, false).await;
     check_updated_150(&mut c).await;
 }
+
+/// A backend that restarts had its open loads end with it: the FE aborts
+/// their transactions when a heartbeat finds the new start time, so their
+/// labels are free again (they would be taken until the load's timeout).
+#[tokio::test]
+async fn a_restarted_backend_has_its_open_loads_aborted() {
+    let (_fe, mut bes, mut c, _) = cluster(1, &["--default-replication-num", "1"]).await;
+    run_all(
+        &mut c,
+        &["CREATE TABLE d.t (k INT, v VARCHAR(20)) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 2"],
+    )
+    .await;
+    // A Stream Load straight to the BE whose body never ends.
+    let url = format!("http://127.0.0.1:{}/api/d/t/_stream_load", bes[0].http_port);
+    let mut load = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-u",
+            "root:",
+            "-H",
+            "label:open_1",
+            "-H",
+            "column_separator:,",
+        ])
+        .args(["-T", "-", &url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("curl");
+    {
+        use std::io::Write;
+        let stdin = load.stdin.as_mut().expect("stdin");
+        stdin.write_all(b"1,a\n2,b\n").expect("write");
+        stdin.flush().expect("flush");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let rows = query_rows(&mut c, "SHOW TRANSACTION FROM d WHERE LABEL = 'open_1'").await;
+        if rows.iter().any(|r| r.iter().any(|v| v == "PREPARE")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the load never began: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bes[0].kill();
+    let _ = load.kill();
+    let _ = load.wait();
+    bes[0].restart().await.expect("restart");
+    wait_alive(&mut c, bes[0].port, true).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let rows = query_rows(&mut c, "SHOW TRANSACTION FROM d WHERE LABEL = 'open_1'").await;
+        if rows.iter().any(|r| r.iter().any(|v| v == "ABORTED")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never aborted: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (code, body) = curl(&[
+        "-u",
+        "root:",
+        "-H",
+        "label:open_1",
+        "-H",
+        "column_separator:,",
+        "-T",
+        "/dev/stdin",
+        &url,
+    ]);
+    assert_eq!(code, 200, "{body}");
+    assert!(!body.contains("Label Already Exists"), "{body}");
+}

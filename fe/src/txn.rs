@@ -50,16 +50,18 @@ impl TxnManager {
     /// Begins a transaction in `db`; a label already used by a transaction
     /// that was not aborted is refused.
     pub fn begin(&self, db: &str, label: Option<String>, source: &str) -> Result<TxnRecord> {
-        self.begin_with_timeout(db, label, source, 0)
+        self.begin_with_timeout(db, label, source, 0, 0)
     }
 
-    /// Begins a transaction that is aborted if still open after `timeout_ms`.
+    /// Begins a transaction that is aborted if still open after `timeout_ms`;
+    /// `coordinator`: the backend running it (0: the FE).
     pub fn begin_with_timeout(
         &self,
         db: &str,
         label: Option<String>,
         source: &str,
         timeout_ms: i64,
+        coordinator: i64,
     ) -> Result<TxnRecord> {
         self.catalog.mutate(|state, ids| {
             let id = ids.alloc();
@@ -95,6 +97,7 @@ impl TxnManager {
                 timeout_ms,
                 stats: None,
                 failed_replicas: vec![],
+                coordinator,
             };
             Ok((EditOp::BeginTxn { txn: txn.clone() }, txn))
         })
@@ -359,6 +362,20 @@ impl TxnManager {
             }
         }
         Ok(())
+    }
+
+    /// Aborts the open (PREPARE) transactions backend `backend_id`
+    /// coordinated: it restarted, so their loads ended with it.
+    pub async fn abort_coordinated_by(&self, backend_id: i64) -> Result<usize> {
+        let ids = self.txn_ids(|t| t.state == TxnState::Prepare && t.coordinator == backend_id);
+        for id in &ids {
+            self.abort(
+                *id,
+                &format!("backend {backend_id}, which ran the load, restarted"),
+            )
+            .await?;
+        }
+        Ok(ids.len())
     }
 
     /// The ids of the transactions that `pred` picks.

@@ -37,6 +37,8 @@ pub struct LoadContext {
     /// The FE's address and a channel to it: given at start (standalone)
     /// or learnt from the FE's heartbeats.
     fe: Mutex<Option<(String, Channel)>>,
+    /// This backend's id, as the FE's heartbeats name it (0: not yet).
+    backend_id: std::sync::atomic::AtomicI64,
 }
 
 impl LoadContext {
@@ -48,6 +50,7 @@ impl LoadContext {
             group_commits: Default::default(),
             max_body_bytes: super::decompress::MAX_BODY_BYTES,
             fe: Mutex::new(None),
+            backend_id: Default::default(),
         }
     }
 
@@ -64,6 +67,17 @@ impl LoadContext {
             .connect_lazy();
         *fe = Some((url.to_string(), channel));
         Ok(())
+    }
+
+    /// Records this backend's id (from a heartbeat).
+    pub fn set_backend_id(&self, id: i64) {
+        self.backend_id
+            .store(id, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// This backend's id (0 before the first heartbeat).
+    pub fn backend_id(&self) -> i64 {
+        self.backend_id.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Bounds a load's body to `bytes`, compressed and decompressed.

@@ -267,6 +267,7 @@ pub async fn stream_load(
             columns: opts.columns.clone().unwrap_or_default(),
             where_expr: opts.where_expr.clone().unwrap_or_default(),
             plan_only: group_mode.is_some(),
+            coordinator: be.backend_id(),
         })
         .await;
     let begin_ms = t.elapsed().as_millis() as u64;

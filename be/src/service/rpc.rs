@@ -45,6 +45,7 @@ impl BackendService for BackendRpc {
         if req.cluster_id != 0 {
             b.membership.join(req.cluster_id, &req.token)?;
         }
+        b.loads.set_backend_id(req.backend_id);
         if !req.fe_host.is_empty() && req.fe_rpc_port != 0 {
             let host = if req.fe_host.contains(':') {
                 format!("[{}]", req.fe_host)

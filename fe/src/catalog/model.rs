@@ -489,6 +489,10 @@ pub struct TxnRecord {
     /// version of this transaction.
     #[serde(default)]
     pub failed_replicas: Vec<(i64, i64)>,
+    /// The backend coordinating the load (0: the FE or unknown); its
+    /// restart aborts the transaction while it is PREPARE.
+    #[serde(default)]
+    pub coordinator: i64,
     /// What the load did, once known.
     #[serde(default)]
     pub stats: Option<LoadStats>,

@@ -166,6 +166,12 @@ pub async fn heartbeat_round(fe: &Arc<Frontend>) {
                 tracing::warn!("recording backend {}'s http port: {e}", b.id);
             }
         }
+        // The loads it ran before a restart ended with it.
+        if beat.restarted
+            && let Err(e) = fe.txn.abort_coordinated_by(b.id).await
+        {
+            tracing::warn!("aborting the loads of restarted backend {}: {e}", b.id);
+        }
         if (beat.came_alive || beat.restarted)
             && let Err(e) = catch_up(fe, b).await
         {

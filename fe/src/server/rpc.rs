@@ -108,13 +108,16 @@ impl FrontendRpc {
         timeout_ms: i64,
         columns: &str,
         where_expr: &str,
+        coordinator: i64,
     ) -> Result<Response<BeginLoadResponse>, Status> {
         let db = &target.3;
-        let txn = match self
-            .fe
-            .txn
-            .begin_with_timeout(db, label, "BACKEND_STREAMING", timeout_ms)
-        {
+        let txn = match self.fe.txn.begin_with_timeout(
+            db,
+            label,
+            "BACKEND_STREAMING",
+            timeout_ms,
+            coordinator,
+        ) {
             Ok(txn) => txn,
             Err(e) => return label_taken(&e).map(Response::new).ok_or_else(|| status(e)),
         };
@@ -156,8 +159,15 @@ impl FrontendService for FrontendRpc {
             t if t <= 0 => max,
             t => tethys_common::config::checked_load_timeout(t).map_err(status)?,
         };
-        self.begin(&target, label, timeout * 1000, &r.columns, &r.where_expr)
-            .await
+        self.begin(
+            &target,
+            label,
+            timeout * 1000,
+            &r.columns,
+            &r.where_expr,
+            r.coordinator,
+        )
+        .await
     }
 
     async fn begin_group_commit(
@@ -192,7 +202,7 @@ impl FrontendService for FrontendRpc {
         }
         // No timeout: the backend commits or aborts the group itself, and an
         // FE restart aborts what is left open (the backend then replays its WAL).
-        self.begin(&target, Some(r.label), 0, "", "").await
+        self.begin(&target, Some(r.label), 0, "", "", 0).await
     }
 
     async fn finish_load(
