@@ -206,6 +206,23 @@ async fn separate_processes_form_a_cluster() {
     be2.restart().await.expect("be 2 restart");
     wait_alive(&mut c, be2.port, true).await;
     assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, 150);
+    // d.u's 3 tablets all went to be1 while be2 was down: the tablet
+    // scheduler moves replicas until the two differ by at most one.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let n: Vec<i64> = backends(&mut c)
+            .await
+            .iter()
+            .map(|b| b["TabletNum"].parse().expect("TabletNum"))
+            .collect();
+        if n.iter().sum::<i64>() == 7 && n.iter().max() <= n.iter().min().map(|m| m + 1).as_ref() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never balanced: {n:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(count(&mut c, "SELECT count(*) FROM d.t").await, 150);
+    assert_eq!(count(&mut c, "SELECT count(*) FROM d.u").await, 3);
     drop(be1);
 }
 
@@ -638,6 +655,8 @@ async fn replicas_are_repaired_moved_and_dropped() {
         )],
     )
     .await;
+    let proc = query_rows(&mut c, "SHOW PROC '/backends'").await;
+    assert_eq!(proc.len(), 4, "{proc:?}");
     let b_row = backends(&mut c)
         .await
         .into_iter()
@@ -664,6 +683,21 @@ async fn replicas_are_repaired_moved_and_dropped() {
     bes[2].kill();
     wait_alive(&mut c, bes[2].port, false).await;
     check_updated_150(&mut c).await;
+}
+
+/// Waits (20 s at most) until SHOW TRANSACTION shows label `label` of
+/// database d in `state`.
+async fn wait_txn(c: &mut Conn, label: &str, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let sql = format!("SHOW TRANSACTION FROM d WHERE LABEL = '{label}'");
+    loop {
+        let rows = query_rows(c, &sql).await;
+        if rows.iter().any(|r| r.iter().any(|v| v == state)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{label} never {state}: {rows:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A backend that restarts had its open loads end with it: the FE aborts
@@ -700,29 +734,13 @@ async fn a_restarted_backend_has_its_open_loads_aborted() {
         stdin.write_all(b"1,a\n2,b\n").expect("write");
         stdin.flush().expect("flush");
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let rows = query_rows(&mut c, "SHOW TRANSACTION FROM d WHERE LABEL = 'open_1'").await;
-        if rows.iter().any(|r| r.iter().any(|v| v == "PREPARE")) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the load never began: {rows:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_txn(&mut c, "open_1", "PREPARE").await;
     bes[0].kill();
     let _ = load.kill();
     let _ = load.wait();
     bes[0].restart().await.expect("restart");
     wait_alive(&mut c, bes[0].port, true).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let rows = query_rows(&mut c, "SHOW TRANSACTION FROM d WHERE LABEL = 'open_1'").await;
-        if rows.iter().any(|r| r.iter().any(|v| v == "ABORTED")) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never aborted: {rows:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_txn(&mut c, "open_1", "ABORTED").await;
     let (code, body) = curl(&[
         "-u",
         "root:",

@@ -17,7 +17,11 @@
 //! 3. *missing*: fewer replicas than `replication_num` on backends that are
 //!    alive, or dead for less than the repair delay (Doris'
 //!    `tablet_repair_delay_factor_second`, 60 s), and not decommissioned:
-//!    a new replica is cloned onto the alive backend holding the fewest.
+//!    a new replica is cloned onto the alive backend holding the fewest;
+//! 4. *balance*, when nothing needed the above: while the fullest backend
+//!    holds more than one replica more than the emptiest (a backend joined),
+//!    replicas are cloned from it to the emptiest, a few a round; rule 1
+//!    drops them from the fullest next round.
 //!
 //! A clone copies a healthy replica's files (the BE's `clone.rs`); the
 //! replica's version is what it copied, and transactions that began before
@@ -40,6 +44,9 @@ pub const TABLET_REPAIR_DELAY_SECS: u64 = 60;
 
 /// Clones in flight at once.
 const CLONES_IN_FLIGHT: usize = 4;
+
+/// Replicas a round moves to balance backends.
+const REBALANCE_PER_ROUND: usize = 8;
 
 /// What one round did.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -175,10 +182,57 @@ fn plan(state: &CatalogState, view: &View, first: &BTreeSet<i64>) -> Vec<Task> {
     }
     tablets.sort_by_key(|(later, ..)| *later);
     let mut tasks = vec![];
-    for (_, want, visible, tablet) in tablets {
-        plan_tablet(tablet, want, visible, view, &mut load, &mut tasks);
+    for (_, want, visible, tablet) in &tablets {
+        plan_tablet(tablet, *want, *visible, view, &mut load, &mut tasks);
+    }
+    if tasks.is_empty() {
+        rebalance(&tablets, view, &mut load, &mut tasks);
     }
     tasks
+}
+
+/// Moves a round's share of replicas from the backend holding the most to
+/// the one holding the fewest while they differ by more than one (a backend
+/// joined, or one came back empty): a new replica cloned onto the emptier
+/// one; the next round drops the surplus from the fuller one (surplus keeps
+/// the least loaded). Only when nothing needs repair.
+fn rebalance(
+    tablets: &[(bool, usize, i64, &TabletRef)],
+    view: &View,
+    load: &mut BTreeMap<i64, usize>,
+    tasks: &mut Vec<Task>,
+) {
+    for _ in 0..REBALANCE_PER_ROUND {
+        let (Some((&low, &nl)), Some((&high, &nh))) = (
+            load.iter().min_by_key(|(b, n)| (**n, **b)),
+            load.iter().max_by_key(|(b, n)| (**n, -**b)),
+        ) else {
+            return;
+        };
+        if nh <= nl + 1 {
+            return;
+        }
+        let moved = tablets.iter().find(|(_, _, visible, t)| {
+            t.replica_on(low).is_none()
+                && t.replica_on(high)
+                    .is_some_and(|r| view.healthy(r, *visible))
+                && !tasks.iter().any(|task| adds(task, t.id, low))
+        });
+        let (Some((_, _, visible, t)), Some(source), Some(target)) =
+            (moved, view.backends.get(&high), view.backends.get(&low))
+        else {
+            return;
+        };
+        tasks.push(Task::Clone {
+            tablet: t.id,
+            source: source.clone(),
+            target: target.clone(),
+            version: *visible,
+            new: true,
+        });
+        *load.entry(low).or_default() += 1;
+        *load.entry(high).or_default() -= 1;
+    }
 }
 
 /// The tasks for one tablet (see the module doc for the order).

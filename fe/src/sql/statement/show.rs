@@ -155,6 +155,19 @@ pub(super) fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
     if t.eat_kw("backends") {
         return Ok(Statement::ShowBackends);
     }
+    // `SHOW PROC '/backends'`: Doris' path to the same rows (a decommission's
+    // progress shows in them); other PROC paths are refused by name.
+    if t.eat_kw("proc") {
+        let path = t.string()?;
+        t.finish()?;
+        return match path.trim_end_matches('/') {
+            "/backends" => Ok(Statement::ShowBackends),
+            "/frontends" => Ok(Statement::ShowFrontends),
+            _ => Err(TethysError::NotSupported(format!(
+                "SHOW PROC '{path}': only '/backends' and '/frontends' are supported"
+            ))),
+        };
+    }
     if t.eat_kw("frontends") {
         return Ok(Statement::ShowFrontends);
     }
