@@ -112,13 +112,7 @@ async fn fetch_file(
     f: &tethys_proto::SnapshotFilePb,
     staged: &Path,
 ) -> Result<()> {
-    if f.name.contains('/') || f.name.starts_with('.') {
-        return Err(TethysError::Corruption(format!(
-            "snapshot {snapshot} names a file '{}'",
-            f.name
-        )));
-    }
-    let path = staged.join(&f.name);
+    let path = staged.join(crate::storage::plain_name(&f.name)?);
     let what = || format!("writing {}", path.display());
     let mut out = std::fs::File::create(&path).map_err(|e| TethysError::io(what(), e))?;
     let mut offset = 0u64;

@@ -160,21 +160,17 @@ fn view(fe: &Arc<Frontend>, repair_delay: Duration) -> View {
 
 /// The tasks of one round, tablets of the tables in `first` first.
 fn plan(state: &CatalogState, view: &View, first: &BTreeSet<i64>) -> Vec<Task> {
+    let held = state.replicas_per_backend();
     let mut load: BTreeMap<i64, usize> = view
         .alive
         .iter()
         .filter(|b| !view.decommissioned.contains(b))
-        .map(|b| (*b, 0))
+        .map(|b| (*b, held.get(b).copied().unwrap_or(0)))
         .collect();
     let mut tablets: Vec<(bool, usize, i64, &TabletRef)> = vec![];
     for t in state.databases.values().flat_map(|d| d.tables.values()) {
         for p in &t.partitions {
             for tablet in &p.tablets {
-                for b in tablet.backend_ids() {
-                    if let Some(n) = load.get_mut(&b) {
-                        *n += 1;
-                    }
-                }
                 let want = t.replication_num();
                 tablets.push((!first.contains(&t.id), want, p.visible_version, tablet));
             }

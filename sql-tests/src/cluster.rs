@@ -55,7 +55,8 @@ impl Drop for Process {
 
 /// A running `tethys be`.
 pub struct BackendProcess {
-    data: tempfile::TempDir,
+    /// Its data directory, removed when this is dropped.
+    _data: tempfile::TempDir,
     pub port: u16,
     pub http_port: u16,
     process: Process,
@@ -66,14 +67,6 @@ impl BackendProcess {
     /// once its gRPC port accepts connections.
     pub async fn start(binary: &Path) -> Result<BackendProcess, HarnessError> {
         let data = tempfile::tempdir().map_err(|e| HarnessError::Setup(e.to_string()))?;
-        Self::start_in(binary, data).await
-    }
-
-    /// Starts a backend on `data`, an existing data directory.
-    pub async fn start_in(
-        binary: &Path,
-        data: tempfile::TempDir,
-    ) -> Result<BackendProcess, HarnessError> {
         let [port, http_port] = free_ports::<2>()?;
         let args = [
             "be".to_string(),
@@ -85,7 +78,7 @@ impl BackendProcess {
             http_port.to_string(),
         ];
         let mut be = BackendProcess {
-            data,
+            _data: data,
             port,
             http_port,
             process: Process {
@@ -101,10 +94,6 @@ impl BackendProcess {
     /// `"127.0.0.1:port"`, as ALTER SYSTEM ADD BACKEND names it.
     pub fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
-    }
-
-    pub fn data_dir(&self) -> &Path {
-        self.data.path()
     }
 
     /// kill -9.
@@ -124,18 +113,12 @@ impl BackendProcess {
         })
         .await
     }
-
-    /// Stops it and gives its data directory back.
-    pub fn into_data(mut self) -> tempfile::TempDir {
-        self.process.kill();
-        let empty = tempfile::tempdir().expect("tempdir");
-        std::mem::replace(&mut self.data, empty)
-    }
 }
 
 /// A running `tethys fe`.
 pub struct FrontendProcess {
-    data: tempfile::TempDir,
+    /// Its data directory, removed when this is dropped.
+    _data: tempfile::TempDir,
     pub query_port: u16,
     pub http_port: u16,
     pub rpc_port: u16,
@@ -163,7 +146,7 @@ impl FrontendProcess {
         ];
         args.extend(extra.iter().map(|a| a.to_string()));
         let mut fe = FrontendProcess {
-            data,
+            _data: data,
             query_port,
             http_port,
             rpc_port,
@@ -187,10 +170,6 @@ impl FrontendProcess {
 
     pub async fn conn(&self) -> Conn {
         Conn::new(self.opts()).await.expect("connect to the FE")
-    }
-
-    pub fn data_dir(&self) -> &Path {
-        self.data.path()
     }
 
     /// kill -9.

@@ -23,8 +23,9 @@ pub struct Snapshot {
     pub files: Vec<(String, u64)>,
 }
 
-/// A snapshot id or file name as a request gives it: one plain name.
-fn plain(name: &str) -> Result<&str> {
+/// A snapshot id or file name as a request or a snapshot gives it: one
+/// plain name (no path, no `..`).
+pub fn plain_name(name: &str) -> Result<&str> {
     let ok = !name.is_empty()
         && name != "."
         && name != ".."
@@ -71,7 +72,10 @@ impl StorageEngine {
 
     /// Up to `len` bytes of a snapshot's file from `offset`.
     pub fn read_snapshot(&self, id: &str, file: &str, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let path = self.snapshot_root().join(plain(id)?).join(plain(file)?);
+        let path = self
+            .snapshot_root()
+            .join(plain_name(id)?)
+            .join(plain_name(file)?);
         let what = || format!("reading snapshot file {}", path.display());
         let mut f = fs::File::open(&path).map_err(|e| TethysError::io(what(), e))?;
         f.seek(SeekFrom::Start(offset))
@@ -85,7 +89,7 @@ impl StorageEngine {
 
     /// Drops a snapshot (its hard links; the tablet's files stay).
     pub fn release_snapshot(&self, id: &str) -> Result<()> {
-        let dir = self.snapshot_root().join(plain(id)?);
+        let dir = self.snapshot_root().join(plain_name(id)?);
         let _ = fs::remove_dir_all(dir);
         Ok(())
     }

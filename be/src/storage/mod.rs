@@ -22,7 +22,7 @@ mod short_key;
 mod tablet;
 mod zone_map;
 
-pub use clone::Snapshot;
+pub use clone::{Snapshot, plain_name};
 pub use compaction::CompactionKind;
 pub use delete_bitmap::default_key_index_cache_bytes;
 pub use engine::{CompactionConfig, StorageEngine};

@@ -291,13 +291,7 @@ pub fn apply(state: &mut CatalogState, op: &EditOp) -> Result<()> {
             state.decommissioned.remove(id);
             // Its replicas go with it (DROPP: their data is given up; the
             // tablet scheduler puts new ones elsewhere).
-            for t in state
-                .databases
-                .values_mut()
-                .flat_map(|d| d.tables.values_mut())
-                .flat_map(|t| t.partitions.iter_mut())
-                .flat_map(|p| p.tablets.iter_mut())
-            {
+            for t in state.tablets_mut() {
                 t.replicas.retain(|r| r.backend_id != *id);
             }
         }

@@ -573,15 +573,36 @@ impl CatalogState {
         self.databases.get_mut(&key)
     }
 
-    /// Finds a table by id.
-    /// A tablet by id, to change.
-    pub fn tablet_mut(&mut self, tablet_id: i64) -> Option<&mut TabletRef> {
+    /// Every tablet of every table.
+    pub fn tablets(&self) -> impl Iterator<Item = &TabletRef> {
+        self.databases
+            .values()
+            .flat_map(|d| d.tables.values())
+            .flat_map(|t| t.partitions.iter())
+            .flat_map(|p| p.tablets.iter())
+    }
+
+    /// Every tablet of every table, to change.
+    pub fn tablets_mut(&mut self) -> impl Iterator<Item = &mut TabletRef> {
         self.databases
             .values_mut()
             .flat_map(|d| d.tables.values_mut())
             .flat_map(|t| t.partitions.iter_mut())
             .flat_map(|p| p.tablets.iter_mut())
-            .find(|t| t.id == tablet_id)
+    }
+
+    /// A tablet by id, to change.
+    pub fn tablet_mut(&mut self, tablet_id: i64) -> Option<&mut TabletRef> {
+        self.tablets_mut().find(|t| t.id == tablet_id)
+    }
+
+    /// The replicas each backend holds (a backend holding none is absent).
+    pub fn replicas_per_backend(&self) -> BTreeMap<i64, usize> {
+        let mut n = BTreeMap::new();
+        for b in self.tablets().flat_map(|t| t.backend_ids()) {
+            *n.entry(b).or_insert(0) += 1;
+        }
+        n
     }
 
     pub fn table_by_id(&self, table_id: i64) -> Option<&Table> {

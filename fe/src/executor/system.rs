@@ -121,18 +121,11 @@ fn find(state: &crate::catalog::CatalogState, host: &str, port: u16) -> Result<i
 pub fn finish_decommissions(fe: &Arc<Frontend>) -> Result<()> {
     let done: Vec<i64> = {
         let state = fe.catalog.read();
+        let held = state.replicas_per_backend();
         state
             .decommissioned
             .iter()
-            .filter(|id| {
-                !state
-                    .databases
-                    .values()
-                    .flat_map(|d| d.tables.values())
-                    .flat_map(|t| t.partitions.iter())
-                    .flat_map(|p| p.tablets.iter())
-                    .any(|t| t.replica_on(**id).is_some())
-            })
+            .filter(|id| !held.contains_key(id))
             .copied()
             .collect()
     };

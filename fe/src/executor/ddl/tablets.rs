@@ -29,23 +29,12 @@ impl Placement {
     /// The backends of `alive` that `state` registers, with the tablets
     /// each holds.
     pub(super) fn new(state: &CatalogState, alive: &[i64]) -> Placement {
-        let mut tablets: BTreeMap<i64, usize> = alive
+        let held = state.replicas_per_backend();
+        let tablets = alive
             .iter()
             .filter(|id| state.backends.contains_key(id))
-            .map(|id| (*id, 0))
+            .map(|id| (*id, held.get(id).copied().unwrap_or(0)))
             .collect();
-        for t in state
-            .databases
-            .values()
-            .flat_map(|d| d.tables.values())
-            .flat_map(|t| t.partitions.iter())
-            .flat_map(|p| p.tablets.iter())
-            .flat_map(|t| t.backend_ids())
-        {
-            if let Some(n) = tablets.get_mut(&t) {
-                *n += 1;
-            }
-        }
         Placement { tablets }
     }
 

@@ -1,7 +1,6 @@
 //! SHOW PROCESSLIST, SHOW BACKENDS and SHOW FRONTENDS.
 
 use super::*;
-use std::collections::BTreeMap;
 
 /// `ShowProcessList`.
 pub(super) async fn processlist(fe: &Arc<Frontend>, session: &Session) -> Result<Output> {
@@ -69,21 +68,7 @@ pub(super) async fn backends(fe: &Arc<Frontend>) -> Result<Output> {
     let mut backends = fe.backends.registered();
     backends.sort_by(|a, b| (&a.host, a.rpc_port).cmp(&(&b.host, b.rpc_port)));
     let decommissioned = fe.catalog.read().decommissioned.clone();
-    let tablets: BTreeMap<i64, usize> = {
-        let state = fe.catalog.read();
-        let mut n = BTreeMap::new();
-        for t in state
-            .databases
-            .values()
-            .flat_map(|d| d.tables.values())
-            .flat_map(|t| t.partitions.iter())
-            .flat_map(|p| p.tablets.iter())
-            .flat_map(|t| t.backend_ids())
-        {
-            *n.entry(t).or_insert(0) += 1;
-        }
-        n
-    };
+    let tablets = fe.catalog.read().replicas_per_backend();
     let rows = backends
         .into_iter()
         .map(|b| {
