@@ -5,6 +5,7 @@
 mod flight;
 mod http;
 mod rpc;
+mod worker;
 
 use std::sync::Arc;
 
@@ -60,6 +61,10 @@ pub async fn serve(
     let grpc = tonic::transport::Server::builder()
         .add_service(InterceptedService::new(
             BackendServiceServer::new(rpc::BackendRpc::new(backend.clone())),
+            checked.clone(),
+        ))
+        .add_service(InterceptedService::new(
+            worker::worker().into_worker_server(),
             checked.clone(),
         ))
         .add_service(InterceptedService::new(
