@@ -20,6 +20,7 @@ use tethys_proto::{TabletStat, TabletStatsRequest};
 use crate::catalog::{Catalog, Table, TabletRef};
 
 mod liveness;
+pub mod workers;
 pub use liveness::{BackendStatus, Beat, Heartbeater};
 
 /// Rows of one partition at one visible version.
