@@ -276,8 +276,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// Logs go to stderr: stdout is the shell's and the playground's output,
+/// and a process started by the playground or a test keeps its stderr.
 fn init_tracing() {
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

@@ -8,58 +8,11 @@ use std::time::{Duration, Instant};
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use tethys_sql_tests::cluster::{BackendProcess, FrontendProcess};
+use tethys_sql_tests::cluster::{BackendProcess, FrontendProcess, backends, cluster, wait_alive};
 use tethys_sql_tests::{curl, query_rows, run_all};
 
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
-}
-
-/// SHOW BACKENDS as rows of (column name, value) maps, by host:port.
-async fn backends(c: &mut Conn) -> Vec<std::collections::BTreeMap<String, String>> {
-    let rows: Vec<mysql_async::Row> = c.query("SHOW BACKENDS").await.expect("SHOW BACKENDS");
-    rows.into_iter()
-        .map(|r| {
-            let names: Vec<String> = r
-                .columns_ref()
-                .iter()
-                .map(|c| c.name_str().to_string())
-                .collect();
-            names
-                .into_iter()
-                .enumerate()
-                .map(|(i, n)| {
-                    let v = match r.as_ref(i) {
-                        Some(mysql_async::Value::Bytes(b)) => String::from_utf8_lossy(b).into(),
-                        _ => String::new(),
-                    };
-                    (n, v)
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// Waits (20 s at most) until backend `port`'s Alive column reads `alive`.
-async fn wait_alive(
-    c: &mut Conn,
-    port: u16,
-    alive: bool,
-) -> std::collections::BTreeMap<String, String> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let all = backends(c).await;
-        if let Some(b) = all.iter().find(|b| b["HeartbeatPort"] == port.to_string())
-            && b["Alive"] == alive.to_string()
-        {
-            return b.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "backend {port} never Alive={alive}: {all:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Stream Loads `csv` (k,v lines) into d.`table` through the FE; the
@@ -330,7 +283,7 @@ async fn replicas(c: &mut Conn, table: &str) -> Vec<(String, String, i64, i64, S
 /// and a load acknowledged by two of three survives losing one of the two.
 #[tokio::test]
 async fn three_replicas_survive_a_dead_backend() {
-    let (fe, mut bes, mut c, _) = cluster(3, &[]).await;
+    let (fe, mut bes, mut c, _) = cluster(&binary(), 3, &[]).await;
     // No replication_num: `tethys fe`'s default of 3.
     run_all(
         &mut c,
@@ -534,37 +487,6 @@ async fn a_data_directory_from_before_replicas_opens() {
     );
 }
 
-/// An FE (heartbeats every second, `flags` beside) and `n` backends added
-/// to it, all alive, with a database `d`; the backends' ids.
-async fn cluster(
-    n: usize,
-    flags: &[&str],
-) -> (FrontendProcess, Vec<BackendProcess>, Conn, Vec<String>) {
-    let bin = binary();
-    let mut args = vec!["--heartbeat-interval-second", "1"];
-    args.extend(flags);
-    let fe = FrontendProcess::start(&bin, &args).await.expect("fe");
-    let mut bes = vec![];
-    for _ in 0..n {
-        bes.push(BackendProcess::start(&bin).await.expect("be"));
-    }
-    let mut c = fe.conn().await;
-    let addrs: Vec<String> = bes.iter().map(|b| format!("\"{}\"", b.address())).collect();
-    run_all(
-        &mut c,
-        &[
-            &format!("ALTER SYSTEM ADD BACKEND {}", addrs.join(", ")),
-            "CREATE DATABASE d",
-        ],
-    )
-    .await;
-    let mut ids = vec![];
-    for be in &bes {
-        ids.push(wait_alive(&mut c, be.port, true).await["BackendId"].clone());
-    }
-    (fe, bes, c, ids)
-}
-
 /// Polls SHOW TABLETS FROM d.t (60 s at most) until `ok` holds of it.
 async fn wait_replicas(
     c: &mut Conn,
@@ -614,7 +536,8 @@ fn current_on(
 /// backend's replicas away and then drops it; the clones answer queries.
 #[tokio::test]
 async fn replicas_are_repaired_moved_and_dropped() {
-    let (fe, mut bes, mut c, ids) = cluster(4, &["--tablet-repair-delay-second", "2"]).await;
+    let (fe, mut bes, mut c, ids) =
+        cluster(&binary(), 4, &["--tablet-repair-delay-second", "2"]).await;
     run_all(
         &mut c,
         &["CREATE TABLE d.t (k INT, v VARCHAR(20)) UNIQUE KEY(k) \
@@ -705,7 +628,7 @@ async fn wait_txn(c: &mut Conn, label: &str, state: &str) {
 /// labels are free again (they would be taken until the load's timeout).
 #[tokio::test]
 async fn a_restarted_backend_has_its_open_loads_aborted() {
-    let (_fe, mut bes, mut c, _) = cluster(1, &["--default-replication-num", "1"]).await;
+    let (_fe, mut bes, mut c, _) = cluster(&binary(), 1, &["--default-replication-num", "1"]).await;
     run_all(
         &mut c,
         &["CREATE TABLE d.t (k INT, v VARCHAR(20)) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 2"],

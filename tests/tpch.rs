@@ -37,15 +37,17 @@ fn bench_run(args: &[&str]) -> (Output, String) {
     (out, text)
 }
 
-fn check(bench: &str, queries: usize) {
-    let (out, text) = bench_run(&[
+fn check(bench: &str, queries: usize, extra: &[&str]) {
+    let mut args = vec![
         "--bench",
         bench,
         "--sf",
         "0.1",
         "--engines",
         "tethys,duckdb",
-    ]);
+    ];
+    args.extend(extra);
+    let (out, text) = bench_run(&args);
     assert!(out.status.success(), "{text}");
     assert_eq!(
         text.matches("check=ok").count(),
@@ -62,8 +64,17 @@ fn check(bench: &str, queries: usize) {
 /// generate into the same directory at once.
 #[test]
 fn tpch_and_ssb_sf01_answers_match_duckdb() {
-    check("tpch", 22);
-    check("ssb", 13);
+    check("tpch", 22, &[]);
+    check("ssb", 13, &[]);
+}
+
+/// The same on an FE and three BEs as separate processes, one replica of
+/// each tablet: every query runs over the backends (MPP), stages exchanging
+/// rows, and answers as DuckDB does.
+#[test]
+fn tpch_and_ssb_on_three_backends_match_duckdb() {
+    check("tpch", 22, &["--backends", "3"]);
+    check("ssb", 13, &["--backends", "3"]);
 }
 
 /// The check can fail: one query's Tethys answer replaced by no rows fails

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder};
 
-use crate::{HarnessError, free_ports};
+use crate::{HarnessError, free_ports, run_all};
 
 /// One `tethys fe` or `tethys be` process.
 struct Process {
@@ -222,4 +223,82 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// SHOW BACKENDS as rows of (column name, value) maps, by host:port.
+pub async fn backends(c: &mut Conn) -> Vec<std::collections::BTreeMap<String, String>> {
+    let rows: Vec<mysql_async::Row> = c.query("SHOW BACKENDS").await.expect("SHOW BACKENDS");
+    rows.into_iter()
+        .map(|r| {
+            let names: Vec<String> = r
+                .columns_ref()
+                .iter()
+                .map(|c| c.name_str().to_string())
+                .collect();
+            names
+                .into_iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let v = match r.as_ref(i) {
+                        Some(mysql_async::Value::Bytes(b)) => String::from_utf8_lossy(b).into(),
+                        _ => String::new(),
+                    };
+                    (n, v)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Waits (20 s at most) until backend `port`'s Alive column reads `alive`.
+pub async fn wait_alive(
+    c: &mut Conn,
+    port: u16,
+    alive: bool,
+) -> std::collections::BTreeMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let all = backends(c).await;
+        if let Some(b) = all.iter().find(|b| b["HeartbeatPort"] == port.to_string())
+            && b["Alive"] == alive.to_string()
+        {
+            return b.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "backend {port} never Alive={alive}: {all:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// An FE (heartbeats every second, `flags` beside) and `n` backends added
+/// to it, all alive, with a database `d`; the backends' ids.
+pub async fn cluster(
+    binary: &Path,
+    n: usize,
+    flags: &[&str],
+) -> (FrontendProcess, Vec<BackendProcess>, Conn, Vec<String>) {
+    let mut args = vec!["--heartbeat-interval-second", "1"];
+    args.extend(flags);
+    let fe = FrontendProcess::start(binary, &args).await.expect("fe");
+    let mut bes = vec![];
+    for _ in 0..n {
+        bes.push(BackendProcess::start(binary).await.expect("be"));
+    }
+    let mut c = fe.conn().await;
+    let addrs: Vec<String> = bes.iter().map(|b| format!("\"{}\"", b.address())).collect();
+    run_all(
+        &mut c,
+        &[
+            &format!("ALTER SYSTEM ADD BACKEND {}", addrs.join(", ")),
+            "CREATE DATABASE d",
+        ],
+    )
+    .await;
+    let mut ids = vec![];
+    for be in &bes {
+        ids.push(wait_alive(&mut c, be.port, true).await["BackendId"].clone());
+    }
+    (fe, bes, c, ids)
 }

@@ -22,6 +22,7 @@ use tethys_common::{Result, TethysError};
 use tethys_proto::ExecFragmentRequest;
 
 pub use agg_scan::TabletAggScanExec;
+pub use bind::bind_scans;
 pub use scan::TabletScanExec;
 
 use crate::storage::StorageEngine;

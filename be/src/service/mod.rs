@@ -64,7 +64,10 @@ pub async fn serve(
             checked.clone(),
         ))
         .add_service(InterceptedService::new(
-            worker::worker().into_worker_server(),
+            worker::worker(backend.engine.clone())
+                .into_worker_server()
+                .max_decoding_message_size(2 * worker::MAX_MESSAGE)
+                .max_encoding_message_size(2 * worker::MAX_MESSAGE),
             checked.clone(),
         ))
         .add_service(InterceptedService::new(

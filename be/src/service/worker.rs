@@ -1,20 +1,87 @@
-//! Spike for issue 37: datafusion-distributed's `Worker` on the BE's gRPC
-//! port, behind the cluster token like every other service here. Each
-//! query's session gets the Tethys functions and our plan codec, so a stage
-//! holding our nodes decodes here as a fragment does.
+//! datafusion-distributed's `Worker` on the BE's gRPC port, behind the
+//! cluster token like every other service here: the stages of a query
+//! planned over the backends (`fe/src/planner/distribute.rs`) run here.
+//! Each task's session takes the statement's settings from the headers the
+//! FE sent, our functions and plan codec; its scans are bound to local
+//! tablets as a fragment's are (`exec::bind_scans`), and its calls to other
+//! backends carry the token it came with.
+
+use std::sync::Arc;
 
 use datafusion::error::DataFusionError;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::SessionContext;
-use datafusion_distributed::{DistributedExt, Worker, WorkerQueryContext};
+use datafusion_distributed::{
+    DistributedExt, Worker, WorkerPlanRewriteEvent, WorkerPlanRewriteEventResponse,
+    WorkerQueryContext,
+};
 use tethys_common::plan::TethysCodec;
+use tonic::codegen::http::HeaderMap;
 
-/// The worker this BE serves stages with.
-pub fn worker() -> Worker {
-    Worker::from_session_builder(|ctx: WorkerQueryContext| async move {
-        let state = ctx.builder.with_distributed_user_codec(TethysCodec).build();
-        let mut sc = SessionContext::new_with_state(state);
-        tethys_common::functions::register_all(&mut sc)
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        Ok(sc.state())
+use crate::exec::bind_scans;
+use crate::storage::StorageEngine;
+
+/// Largest message a worker call sends or takes: batches are cut to fit.
+pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// Header names the FE sets (`fe/src/planner/distribute.rs`).
+const BATCH_SIZE_KEY: &str = "x-tethys-batch-size";
+const TIME_ZONE_KEY: &str = "x-tethys-time-zone";
+const MEM_LIMIT_KEY: &str = "x-tethys-mem-limit";
+
+fn header<'a>(headers: &'a HeaderMap, key: &str) -> Option<&'a str> {
+    headers.get(key).and_then(|v| v.to_str().ok())
+}
+
+fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+/// The worker this BE serves stages with, over `engine`'s tablets.
+pub fn worker(engine: Arc<StorageEngine>) -> Worker {
+    Worker::from_session_builder(move |ctx: WorkerQueryContext| {
+        let engine = engine.clone();
+        async move {
+            let headers = ctx.headers;
+            let mut builder = ctx.builder;
+            if let Some(cfg) = builder.config().as_mut() {
+                if let Some(n) = header(&headers, BATCH_SIZE_KEY).and_then(|v| v.parse().ok()) {
+                    cfg.options_mut().execution.batch_size = n;
+                }
+                if let Some(tz) = header(&headers, TIME_ZONE_KEY) {
+                    cfg.options_mut().execution.time_zone = Some(tz.to_string());
+                }
+            }
+            let limit: usize = header(&headers, MEM_LIMIT_KEY)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            if limit > 0 {
+                let runtime = RuntimeEnvBuilder::new()
+                    .with_memory_limit(limit, 1.0)
+                    .build_arc()?;
+                builder = builder.with_runtime_env(runtime);
+            }
+            // Calls to other backends' workers (their exchanges) carry the
+            // token this call came with.
+            let mut passthrough = HeaderMap::new();
+            if let Some(token) = headers.get(tethys_common::token::TOKEN_KEY) {
+                passthrough.insert(tethys_common::token::TOKEN_KEY, token.clone());
+            }
+            let state = builder
+                .with_distributed_user_codec(TethysCodec)
+                .with_distributed_passthrough_headers(passthrough)?
+                .with_distributed_worker_plan_rewrite_handler(move |ev: WorkerPlanRewriteEvent| {
+                    let plan = bind_scans(ev.plan, &engine).map_err(external)?;
+                    // DECIMAL arithmetic that cannot overflow runs unchecked.
+                    let plan =
+                        tethys_common::plan::exact_decimal_arithmetic(plan).map_err(external)?;
+                    Ok(WorkerPlanRewriteEventResponse::new(plan))
+                })
+                .build();
+            let mut sc = SessionContext::new_with_state(state);
+            tethys_common::functions::register_all(&mut sc).map_err(external)?;
+            Ok(sc.state())
+        }
     })
+    .with_max_message_size(MAX_MESSAGE)
 }

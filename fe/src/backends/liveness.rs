@@ -91,6 +91,22 @@ impl Backends {
         self.alive().into_iter().map(|b| b.id).collect()
     }
 
+    /// Calls every alive backend once (an empty tablet stats call, `timeout`
+    /// each, all at once): one that cannot be reached becomes suspect, as
+    /// after any call that finds it so. For a query that failed inside an
+    /// exchange between backends, whose calls are not the FE's own.
+    pub async fn probe(&self, timeout: Duration) {
+        let calls = self.alive().into_iter().map(|b| async move {
+            let Ok(client) = self.client(&b) else {
+                return;
+            };
+            let call = client.tablet_stats(tethys_proto::TabletStatsRequest::default());
+            // An unreachable backend answers Unavailable, which marks it.
+            let _ = tokio::time::timeout(timeout, call).await;
+        });
+        futures::future::join_all(calls).await;
+    }
+
     /// Heartbeats every registered backend at once, each answer awaited at
     /// most `timeout`; records what each said and returns what changed.
     pub async fn heartbeat_all(&self, me: &Heartbeater, timeout: Duration) -> Vec<Beat> {

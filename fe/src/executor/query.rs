@@ -101,7 +101,13 @@ async fn run_retrying(
             return out;
         };
         let schema = stream.schema();
-        match stream.next().await {
+        let first = stream.next().await;
+        if matches!(first, Some(Err(_))) && attempts < 2 && fe.backends.alive().len() > 1 {
+            // A distributed query's exchanges are calls between backends,
+            // not the FE's: find out whether one of them is gone.
+            fe.backends.probe(std::time::Duration::from_secs(2)).await;
+        }
+        match first {
             Some(Err(e)) if retry(attempts) => {
                 tracing::info!("a backend was unreachable, running the query again: {e}");
                 attempts += 1;

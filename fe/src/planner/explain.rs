@@ -15,6 +15,8 @@ use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
 use datafusion::physical_plan::sorts::sort::SortExec;
 use tethys_common::plan::{FragmentProfile, OlapScanExec};
 
+use datafusion_distributed::{DistributedLeafExec, NetworkBoundaryExt, Stage};
+
 use super::remote::{BeFragmentExec, FragmentInfo};
 
 /// A rendered node.
@@ -36,6 +38,10 @@ enum RChild {
 
 struct Fragment {
     partition: String,
+    /// How its rows go to the exchange it sends to: `UNPARTITIONED` (to
+    /// one receiver, or every receiver for a broadcast) or
+    /// `HASH_PARTITIONED: keys`.
+    sink: String,
     /// Exchange id this fragment sends to (none for fragment 0).
     sink_exchange: Option<usize>,
     root: Option<RNode>,
@@ -43,6 +49,8 @@ struct Fragment {
 
 struct Builder {
     fragments: Vec<Fragment>,
+    /// The fragment being rendered (a stage of a distributed plan).
+    current: usize,
     next_id: usize,
     /// Runtime filter number of each join dynamic filter a scan applies,
     /// by the filter's expression id.
@@ -103,6 +111,8 @@ pub(crate) fn transparent(plan: &Arc<dyn ExecutionPlan>) -> bool {
             | "CoalesceBatchesExec"
             | "CooperativeExec"
             | "BuildKeysExec"
+            | "DistributedExec"
+            | "BroadcastExec"
     )
 }
 
@@ -141,6 +151,7 @@ impl Builder {
             let frag_idx = self.fragments.len();
             self.fragments.push(Fragment {
                 partition: be.info.distribution.clone(),
+                sink: "UNPARTITIONED".into(),
                 sink_exchange: None,
                 root: None,
             });
@@ -161,6 +172,25 @@ impl Builder {
                 id,
                 fragment: frag_idx,
             };
+        }
+        if let Some(nb) = plan.as_network_boundary()
+            && let Stage::Local(stage) = nb.input_stage()
+        {
+            return self.stage(&stage.plan, limit);
+        }
+        if let Some(leaf) = plan.downcast_ref::<DistributedLeafExec>()
+            && let Some(scan) = leaf.original().downcast_ref::<BeFragmentExec>()
+            && let Some(variant) = leaf.variants().first()
+        {
+            // One stage's scan, a task per backend: its rows stay in the
+            // stage's fragment.
+            if self.fragments[self.current].partition.is_empty() {
+                self.fragments[self.current].partition = scan.info.distribution.clone();
+            }
+            self.scan_push_agg = scan_push_agg(variant);
+            let n = self.be_node(variant, &scan.info, limit);
+            self.scan_push_agg = None;
+            return RChild::Node(n);
         }
         let children: Vec<RChild> = plan
             .children()
@@ -277,6 +307,56 @@ impl Builder {
             attrs,
             children,
         })
+    }
+
+    /// A stage of a distributed plan, behind the exchange `nb` it sends to:
+    /// a fragment of its own.
+    fn stage(&mut self, plan: &Arc<dyn ExecutionPlan>, limit: Option<usize>) -> RChild {
+        let sink =
+            match plan.downcast_ref::<datafusion::physical_plan::repartition::RepartitionExec>() {
+                Some(r) => match r.partitioning() {
+                    datafusion::physical_plan::Partitioning::Hash(k, _) => {
+                        format!("HASH_PARTITIONED: {}", keys(k.iter()))
+                    }
+                    _ => "UNPARTITIONED".into(),
+                },
+                None => "UNPARTITIONED".into(),
+            };
+        let frag_idx = self.fragments.len();
+        self.fragments.push(Fragment {
+            partition: String::new(),
+            sink,
+            sink_exchange: None,
+            root: None,
+        });
+        let outer = std::mem::replace(&mut self.current, frag_idx);
+        let root = self.node(plan, limit, None);
+        self.current = outer;
+        let root = match root {
+            RChild::Node(n) => n,
+            // A stage that only forwards another's rows.
+            RChild::Exchange { id, fragment } => RNode {
+                id: self.alloc(),
+                name: "VEXCHANGE".into(),
+                attrs: vec![format!("from fragment {fragment}, exchange {id}")],
+                children: vec![],
+            },
+        };
+        if self.fragments[frag_idx].partition.is_empty() {
+            // Rows arrive hashed on the keys of the exchanges it reads.
+            let hashed = self.fragments[frag_idx + 1..]
+                .iter()
+                .find(|f| f.sink.starts_with("HASH_PARTITIONED"))
+                .map_or("UNPARTITIONED".to_string(), |f| f.sink.clone());
+            self.fragments[frag_idx].partition = hashed;
+        }
+        let id = self.alloc();
+        self.fragments[frag_idx].root = Some(root);
+        self.fragments[frag_idx].sink_exchange = Some(id);
+        RChild::Exchange {
+            id,
+            fragment: frag_idx,
+        }
     }
 
     /// Renders a backend fragment: projection/filter fold into the scan.
@@ -434,9 +514,11 @@ fn render(plan: &Arc<dyn ExecutionPlan>, output_names: &[String], analyze: bool)
         profile: None,
         fragments: vec![Fragment {
             partition: "UNPARTITIONED".into(),
+            sink: "UNPARTITIONED".into(),
             sink_exchange: None,
             root: None,
         }],
+        current: 0,
         next_id: 0,
         runtime_filters: HashMap::new(),
         scan_runtime_filters: None,
@@ -465,7 +547,7 @@ fn render(plan: &Arc<dyn ExecutionPlan>, output_names: &[String], analyze: bool)
                 "    EXCHANGE ID: {:02}",
                 f.sink_exchange.unwrap_or(0)
             ));
-            out.push("    UNPARTITIONED".into());
+            out.push(format!("    {}", f.sink));
         }
         out.push(String::new());
         let mut lines = vec![];

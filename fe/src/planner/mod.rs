@@ -7,6 +7,7 @@
 //! (scan, filter, projection), serialized and sent over Arrow Flight.
 
 pub mod build_keys;
+pub mod distribute;
 pub mod explain;
 pub mod join_keys;
 pub mod join_order;
@@ -86,6 +87,7 @@ pub struct StatementCtx {
 /// arithmetic of the FE's operators at the end.
 fn physical_rules(
     scan_agg: bool,
+    distributed: bool,
 ) -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
     let at = rules
@@ -97,9 +99,15 @@ fn physical_rules(
     rules.insert(at + 2, Arc::new(join_keys::KeyOnOneProbeInput));
     rules.insert(at + 3, Arc::new(join_order::BroadcastRowLimit));
     rules.insert(0, Arc::new(FinishColocatedAggOnBackend));
-    rules.push(Arc::new(runtime_filter::PlanRuntimeFilters));
+    if !distributed {
+        rules.push(Arc::new(runtime_filter::PlanRuntimeFilters));
+    }
     rules.push(Arc::new(PushPartialAggToBackend { scan_agg }));
-    rules.push(Arc::new(ExactDecimalArithmetic));
+    // Stages sent to backends carry no unchecked arithmetic (it has no wire
+    // form); their workers apply it as they do to fragments.
+    if !distributed {
+        rules.push(Arc::new(ExactDecimalArithmetic));
+    }
     rules
 }
 
@@ -135,6 +143,8 @@ pub fn statement_context(
     stmt: Arc<StatementCtx>,
 ) -> Result<SessionContext> {
     let vars = &session.vars;
+    // Queries run over the backends (MPP) when more than one is alive.
+    let distributed = vars.mpp() && fe.backends.alive().len() > 1;
     let mut config = SessionConfig::new()
         .with_batch_size(vars.batch_size())
         .with_target_partitions(vars.parallelism())
@@ -161,7 +171,8 @@ pub fn statement_context(
     // DataFusion's filter gives the key bounds and a lookup into the join's
     // hash table (never an IN list, built a literal per key); the key set
     // the backends test comes from `build_keys`.
-    opts.optimizer.enable_join_dynamic_filter_pushdown = vars.runtime_filters();
+    // Not yet across backends: a distributed plan has none (issue 37).
+    opts.optimizer.enable_join_dynamic_filter_pushdown = vars.runtime_filters() && !distributed;
     opts.optimizer.hash_join_inlist_pushdown_max_distinct_values = 0;
     // Broadcast (collect) build sides up to this size and row count
     // (`broadcast_row_count_limit`), as Doris broadcasts small tables: one
@@ -178,7 +189,7 @@ pub fn statement_context(
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features()
-        .with_physical_optimizer_rules(physical_rules(vars.pushdown_agg_to_scan()));
+        .with_physical_optimizer_rules(physical_rules(vars.pushdown_agg_to_scan(), distributed));
     if !vars.disable_join_reorder() {
         builder = builder.with_optimizer_rule(Arc::new(join_reorder::ReorderJoins {
             max_relations: vars.max_join_number_of_reorder(),
@@ -187,6 +198,10 @@ pub fn statement_context(
     // Tethys' planner goes first so MySQL semantics win over the defaults.
     if let Some(planners) = builder.expr_planners() {
         planners.insert(0, Arc::new(MySqlSemantics));
+    }
+    if distributed {
+        let token = fe.catalog.read().cluster_token.clone();
+        builder = distribute::distributed(builder, fe.backends.clone(), &token, &stmt)?;
     }
     let state = builder.build();
     let mut ctx = SessionContext::new_with_state(state);

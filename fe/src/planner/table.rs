@@ -473,6 +473,7 @@ impl TableProvider for OlapTable {
                 total_tablets: self.table.tablet_count() as u32,
                 limit: limit.map(|l| l as u64),
                 push_agg: String::new(),
+                backend_id,
             };
             let mut plan: Arc<dyn ExecutionPlan> = Arc::new(OlapScanExec::try_new(node)?);
             if let Some(p) = &read_pred {

@@ -260,6 +260,10 @@ static VARS: &[VarDef] = &[
     // Tethys' own: ungrouped count/sum/min/max directly over a scan are
     // answered by the backends' storage (EXPLAIN: pushAggOp).
     v("enable_pushdown_agg_to_scan", "true", Kind::Bool),
+    // Tethys' own: with more than one alive backend, queries run as stages
+    // over the backends with exchanges between them (MPP); false: joins and
+    // final aggregations run on the FE.
+    v("enable_mpp_execution", "true", Kind::Bool),
     v("group_commit", "off_mode", Kind::Str),
     // What OK packets report to clients that negotiated CLIENT_SESSION_TRACK
     // (MySQL's defaults); transaction state is not tracked.
@@ -516,6 +520,11 @@ impl Variables {
     pub fn pushdown_agg_to_scan(&self) -> bool {
         self.get("enable_pushdown_agg_to_scan")
             .is_none_or(|v| v == "true")
+    }
+
+    /// Queries run over the backends, exchanging data between them.
+    pub fn mpp(&self) -> bool {
+        self.get("enable_mpp_execution").is_none_or(|v| v == "true")
     }
 
     /// Parallel partitions a query runs in: `parallel_pipeline_task_num`,

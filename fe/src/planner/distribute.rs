@@ -1,0 +1,365 @@
+//! MPP execution over the backends (issue 37), on datafusion-distributed:
+//!
+//! ```sql
+//! SELECT o_orderpriority, count(*) FROM orders JOIN lineitem
+//!     ON l_orderkey = o_orderkey GROUP BY o_orderpriority;
+//! ```
+//!
+//! With three backends, the two scans run where their tablets are, both
+//! sides are hashed on `orderkey` to the backends, each backend joins and
+//! aggregates its share, and the FE only merges the final groups. The
+//! single-process plan is planned as before (our rules, `BeFragmentExec`
+//! leaves); the distributed planner then cuts it into stages at its
+//! exchanges. Each stage holding a scan runs one task per backend: the
+//! task's variant of the leaf is the fragment of that backend's tablets
+//! (`OlapScanNodePb::backend_id`), and the task is routed there, where the
+//! worker binds it to local tablets (`be/src/service/worker.rs`).
+//!
+//! A plan whose scans cannot be placed that way (a stage with fewer tasks
+//! than the backends its scan reads, or scans of one stage on different
+//! backends) is planned again without distribution: correct first.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::context::QueryPlanner;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
+use datafusion_distributed::{
+    DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedExec, DistributedExt,
+    DistributedLeafExec, NetworkBoundaryExt, RouteTasksEvent, RouteTasksEventResponse,
+    ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse, SessionStateBuilderExt, Stage,
+};
+use tethys_common::plan::OlapScanExec;
+use tonic::codegen::http::{HeaderMap, HeaderName, HeaderValue};
+use url::Url;
+
+use super::StatementCtx;
+use super::remote::BeFragmentExec;
+use crate::backends::Backends;
+use crate::backends::workers::BackendWorkers;
+
+/// Headers every task of the query carries to its backend: the cluster
+/// token and the statement's settings the backend's session takes.
+pub const BATCH_SIZE_KEY: &str = "x-tethys-batch-size";
+pub const TIME_ZONE_KEY: &str = "x-tethys-time-zone";
+pub const MEM_LIMIT_KEY: &str = "x-tethys-mem-limit";
+
+/// `builder`, planning its queries over the alive backends.
+pub fn distributed(
+    builder: SessionStateBuilder,
+    backends: Arc<Backends>,
+    token: &str,
+    stmt: &StatementCtx,
+) -> tethys_common::Result<SessionStateBuilder> {
+    let mut headers = HeaderMap::new();
+    let mut put = |k: &'static str, v: String| -> tethys_common::Result<()> {
+        let v = HeaderValue::from_str(&v).map_err(|e| {
+            tethys_common::TethysError::Internal(format!("header {k} of value {v:?}: {e}"))
+        })?;
+        headers.insert(HeaderName::from_static(k), v);
+        Ok(())
+    };
+    put(tethys_common::token::TOKEN_KEY, token.to_string())?;
+    put(BATCH_SIZE_KEY, stmt.batch_size.to_string())?;
+    put(TIME_ZONE_KEY, super::tz_offset_name(&stmt.time_zone))?;
+    put(MEM_LIMIT_KEY, stmt.mem_limit.to_string())?;
+    let router = backends.clone();
+    let mut builder = builder
+        .with_distributed_planner()
+        .with_distributed_worker_resolver(BackendWorkers(backends.clone()))
+        .with_distributed_user_codec(tethys_common::plan::TethysCodec)
+        .with_distributed_passthrough_headers(headers)?
+        .with_distributed_desired_task_count_handler(desired_tasks)
+        .with_distributed_scale_up_leaf_node_handler(move |ev: ScaleUpLeafNodeEvent| {
+            scale_up(ev, &backends)
+        })
+        .with_distributed_route_tasks_handler(move |ev: RouteTasksEvent| route(ev, &router));
+    let distributed = builder.query_planner().take().ok_or_else(|| {
+        tethys_common::TethysError::Internal("the distributed planner was not installed".into())
+    })?;
+    Ok(builder.with_query_planner(Arc::new(PlaceOrFallBack { distributed })))
+}
+
+/// A stage reading a table runs a task per backend its tablets are read on.
+fn desired_tasks(ev: DesiredTaskCountEvent) -> Option<DfResult<DesiredTaskCountEventResponse>> {
+    let scan = ev.plan.downcast_ref::<BeFragmentExec>()?;
+    let n = scan.fragments().len().max(1);
+    Some(Ok(DesiredTaskCountEventResponse::desired(n)))
+}
+
+/// Tasks of a stage, `task_count` of them, each on one backend: the
+/// backends the fragments are on, or (as many tasks as alive backends) every
+/// alive backend in id order, those without tablets of this scan reading
+/// nothing. Either way task `i` of two scans in one stage meets on one
+/// backend, checked once planned ([`placement`]).
+fn scale_up(
+    ev: ScaleUpLeafNodeEvent,
+    backends: &Backends,
+) -> Option<DfResult<ScaleUpLeafNodeEventResponse>> {
+    let scan = ev.plan.downcast_ref::<BeFragmentExec>()?;
+    if ev.task_count <= 1 && scan.fragments().len() != 1 {
+        // Only the FE's stage (run once, by the FE) reads fragments of
+        // several backends in one task, as it does without distribution.
+        return None;
+    }
+    Some(scale_up_fragments(
+        ev.plan,
+        scan,
+        ev.task_count.max(1),
+        backends,
+    ))
+}
+
+fn scale_up_fragments(
+    original: &Arc<dyn ExecutionPlan>,
+    scan: &BeFragmentExec,
+    task_count: usize,
+    backends: &Backends,
+) -> DfResult<ScaleUpLeafNodeEventResponse> {
+    let fragments = scan.fragments();
+    let Some((_, template)) = fragments.first() else {
+        return Err(cannot_place("a scan with no fragments"));
+    };
+    let on: Vec<i64> = if task_count == fragments.len() {
+        fragments.iter().map(|(b, _)| b.id).collect()
+    } else {
+        let alive: BTreeSet<i64> = backends.alive_ids().into_iter().collect();
+        if alive.len() != task_count || fragments.iter().any(|(b, _)| !alive.contains(&b.id)) {
+            return Err(cannot_place(&format!(
+                "{} tasks for fragments on {} backends",
+                task_count,
+                fragments.len()
+            )));
+        }
+        alive.into_iter().collect()
+    };
+    let partitions = fragments
+        .iter()
+        .map(|(_, p)| p.properties().partitioning.partition_count())
+        .max()
+        .unwrap_or(1);
+    let variants = on
+        .iter()
+        .map(|b| match fragments.iter().find(|(f, _)| f.id == *b) {
+            Some((_, plan)) => with_scan(plan, partitions, *b, false),
+            None => with_scan(template, partitions, *b, true),
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    let leaf = DistributedLeafExec::try_new(original.clone(), variants)?;
+    Ok(ScaleUpLeafNodeEventResponse::new(Arc::new(leaf)))
+}
+
+/// `fragment` with its scan on `backend` in `partitions` partitions (all
+/// variants of a leaf have as many), reading nothing when `empty`.
+fn with_scan(
+    fragment: &Arc<dyn ExecutionPlan>,
+    partitions: usize,
+    backend: i64,
+    empty: bool,
+) -> DfResult<Arc<dyn ExecutionPlan>> {
+    let out = fragment.clone().transform_up(|p| {
+        let Some(scan) = p.downcast_ref::<OlapScanExec>() else {
+            // Parents take their children's new partition counts.
+            #[allow(deprecated)]
+            let children: Vec<Arc<dyn ExecutionPlan>> = p.children().into_iter().cloned().collect();
+            if children.is_empty() {
+                return Ok(Transformed::no(p));
+            }
+            #[allow(deprecated)]
+            return Ok(Transformed::yes(p.with_new_children(children)?));
+        };
+        let mut node = scan.node().clone();
+        node.partitions = partitions as u32;
+        node.backend_id = backend;
+        if empty {
+            node.tablets.clear();
+        }
+        let scan =
+            OlapScanExec::try_new(node).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        Ok(Transformed::yes(Arc::new(scan) as Arc<dyn ExecutionPlan>))
+    })?;
+    Ok(out.data)
+}
+
+/// Each task of a stage reading tables goes to the backend of its variant.
+fn route(ev: RouteTasksEvent, backends: &Backends) -> Option<DfResult<RouteTasksEventResponse>> {
+    let per_task = match task_backends(ev.plan, ev.task_count) {
+        Ok(Some(ids)) => ids,
+        Ok(None) => return None,
+        Err(e) => return Some(Err(e)),
+    };
+    let registered = backends.registered();
+    let urls = per_task
+        .into_iter()
+        .map(|id| {
+            let b = registered.iter().find(|b| b.id == id).ok_or_else(|| {
+                DataFusionError::External(Box::new(tethys_common::TethysError::Backend(format!(
+                    "backend {id} is not registered"
+                ))))
+            })?;
+            Url::parse(&b.rpc_url()).map_err(|e| DataFusionError::External(Box::new(e)))
+        })
+        .collect::<DfResult<Vec<_>>>();
+    Some(urls.map(RouteTasksEventResponse::new))
+}
+
+/// The backend each task of the stage `plan` must run on, when it reads
+/// tables (`None`: it does not, any backend will do); an error when two of
+/// its scans put one task on different backends.
+fn task_backends(plan: &Arc<dyn ExecutionPlan>, tasks: usize) -> DfResult<Option<Vec<i64>>> {
+    let mut out: Option<Vec<i64>> = None;
+    let mut conflict = None;
+    plan.apply(|p| {
+        if p.is_network_boundary() {
+            return Ok(TreeNodeRecursion::Jump);
+        }
+        let Some(leaf) = p.downcast_ref::<DistributedLeafExec>() else {
+            return Ok(TreeNodeRecursion::Continue);
+        };
+        let ids: Vec<i64> = leaf.variants().iter().map(variant_backend).collect();
+        match &out {
+            None => out = Some(ids),
+            Some(prev) if *prev != ids => conflict = Some((prev.clone(), ids)),
+            Some(_) => {}
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    if let Some((a, b)) = conflict {
+        return Err(cannot_place(&format!(
+            "scans of one stage on backends {a:?} and {b:?}"
+        )));
+    }
+    match out {
+        Some(ids) if ids.len() != tasks => Err(cannot_place(&format!(
+            "{tasks} tasks for scans on {} backends",
+            ids.len()
+        ))),
+        other => Ok(other),
+    }
+}
+
+/// The backend a leaf variant's scan reads tablets on (0: none named).
+fn variant_backend(variant: &Arc<dyn ExecutionPlan>) -> i64 {
+    let mut id = 0;
+    let _ = variant.apply(|p| {
+        if let Some(scan) = p.downcast_ref::<OlapScanExec>() {
+            id = scan.node().backend_id;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    id
+}
+
+fn cannot_place(what: &str) -> DataFusionError {
+    DataFusionError::Plan(format!("cannot place the plan on the backends: {what}"))
+}
+
+/// Whether a distributed plan runs every scan where its tablets are: the
+/// head stage (run by the FE) reads through `BeFragmentExec`, no stage sent
+/// to a backend holds one, and the scans of each stage agree on the backend
+/// of each task; the reason when not.
+pub fn placement(plan: &Arc<dyn ExecutionPlan>) -> Result<(), String> {
+    fn stage(plan: &Arc<dyn ExecutionPlan>, tasks: Option<usize>) -> Result<(), String> {
+        let mut bad = None;
+        let mut below: Vec<(Arc<dyn ExecutionPlan>, usize)> = vec![];
+        let _ = plan.apply(|p| {
+            if let Some(nb) = p.as_network_boundary() {
+                if let Stage::Local(s) = nb.input_stage() {
+                    below.push((s.plan.clone(), s.tasks));
+                }
+                return Ok(TreeNodeRecursion::Jump);
+            }
+            if tasks.is_some() && p.is::<BeFragmentExec>() {
+                bad = Some("a stage sent to a backend reads through the FE".to_string());
+            } else if tasks.is_none() && p.is::<DistributedLeafExec>() {
+                bad = Some("the FE's stage holds a backend's scan".to_string());
+            }
+            Ok(match bad {
+                Some(_) => TreeNodeRecursion::Stop,
+                None => TreeNodeRecursion::Continue,
+            })
+        });
+        if let Some(b) = bad {
+            return Err(b);
+        }
+        if let Some(n) = tasks {
+            task_backends(plan, n).map_err(|e| e.to_string())?;
+        }
+        below.iter().try_for_each(|(p, n)| stage(p, Some(*n)))
+    }
+    match plan.downcast_ref::<DistributedExec>() {
+        Some(d) => d.children().iter().try_for_each(|c| stage(c, None)),
+        None => Ok(()),
+    }
+}
+
+/// `plan` with the scans of its FE stage (the head, run by the FE in one
+/// task) read through `BeFragmentExec` again: a leaf scaled up to one task
+/// there would run its backend's fragment on the FE, which has no tablets.
+fn fe_reads_its_own(plan: Arc<dyn ExecutionPlan>) -> DfResult<Arc<dyn ExecutionPlan>> {
+    if !plan.is::<DistributedExec>() {
+        return Ok(plan);
+    }
+    let out = plan.transform_down(|p| {
+        if p.is_network_boundary() {
+            return Ok(Transformed::new(p, false, TreeNodeRecursion::Jump));
+        }
+        if let Some(leaf) = p.downcast_ref::<DistributedLeafExec>()
+            && leaf.original().is::<BeFragmentExec>()
+        {
+            let original = leaf.original().clone();
+            return Ok(Transformed::new(original, true, TreeNodeRecursion::Jump));
+        }
+        Ok(Transformed::no(p))
+    })?;
+    Ok(out.data)
+}
+
+/// The distributed planner, and the single-process plan when its result
+/// cannot be placed ([`placement`]).
+#[derive(Debug)]
+struct PlaceOrFallBack {
+    distributed: Arc<dyn QueryPlanner + Send + Sync>,
+}
+
+#[async_trait]
+impl QueryPlanner for PlaceOrFallBack {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session_state: &dyn datafusion::catalog::Session,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        match self
+            .distributed
+            .create_physical_plan(logical_plan, session_state)
+            .await
+        {
+            Ok(plan) => match fe_reads_its_own(plan)
+                .map_err(|e| e.to_string())
+                .and_then(|plan| {
+                    placement(&plan)?;
+                    Ok(plan)
+                }) {
+                Ok(plan) => {
+                    tracing::debug!(
+                        "distributed plan:\n{}",
+                        datafusion_distributed::display_plan_ascii(plan.as_ref(), false)
+                    );
+                    return Ok(plan);
+                }
+                Err(why) => tracing::debug!("planned in one process: {why}"),
+            },
+            Err(e) => tracing::debug!("not distributed: {e}"),
+        }
+        DefaultPhysicalPlanner::default()
+            .create_physical_plan(logical_plan, session_state)
+            .await
+    }
+}

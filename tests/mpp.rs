@@ -1,0 +1,127 @@
+//! MPP execution across backend processes (issue 37): with three BEs each
+//! holding a share of the tablets, joins and aggregations run as stages on
+//! the backends with exchanges between them, and answer as the plan that
+//! runs them on the FE does (`enable_mpp_execution = false`).
+
+use std::path::PathBuf;
+
+use mysql_async::Conn;
+use tethys_sql_tests::cluster::cluster;
+use tethys_sql_tests::{query_rows, run_all};
+
+fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
+}
+
+/// Queries whose plans need each kind of exchange: a partitioned and a
+/// broadcast join, two-phase and DISTINCT aggregation, a TopN, a window.
+const QUERIES: &[&str] = &[
+    "SELECT f.g, count(*), sum(f.v), sum(d.w) FROM d.f JOIN d.dim d ON f.k = d.k \
+     GROUP BY f.g ORDER BY f.g",
+    "SELECT f.g, count(*), sum(f.v) FROM d.f JOIN d.f2 ON f.v = f2.v GROUP BY f.g ORDER BY f.g",
+    "SELECT count(DISTINCT v % 1000), count(*) FROM d.f",
+    "SELECT k, v FROM d.f ORDER BY v DESC, k LIMIT 7",
+    "SELECT g, k, rank() OVER (PARTITION BY g ORDER BY v DESC) r FROM d.f \
+     WHERE k < 40 ORDER BY g, k",
+    "SELECT g, avg(v), min(v), max(v) FROM d.f WHERE k % 3 = 1 GROUP BY g HAVING count(*) > 10 \
+     ORDER BY g",
+];
+
+async fn answers(c: &mut Conn, mpp: bool) -> Vec<Vec<Vec<String>>> {
+    run_all(c, &[&format!("SET enable_mpp_execution = {mpp}")]).await;
+    let mut out = vec![];
+    for q in QUERIES {
+        out.push(query_rows(c, q).await);
+    }
+    out
+}
+
+async fn explain(c: &mut Conn, sql: &str) -> String {
+    query_rows(c, &format!("EXPLAIN {sql}"))
+        .await
+        .into_iter()
+        .map(|r| r.join(" "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_and_aggregations_run_over_three_backends() {
+    let (_fe, _bes, mut c, ids) = cluster(&binary(), 3, &["--default-replication-num", "1"]).await;
+    run_all(
+        &mut c,
+        &[
+            "CREATE TABLE d.f (k INT, g INT, v INT) DUPLICATE KEY(k) \
+             DISTRIBUTED BY HASH(k) BUCKETS 6",
+            "CREATE TABLE d.f2 (k INT, v INT) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 6",
+            "CREATE TABLE d.dim (k INT, w INT) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 3",
+            "INSERT INTO d.f SELECT number, number % 7, (number * 7919) % 20011 \
+             FROM numbers(\"number\" = \"20000\")",
+            "INSERT INTO d.f2 SELECT number, (number * 31) % 20011 FROM numbers(\"number\" = \"5000\")",
+            "INSERT INTO d.dim SELECT number, number * 2 FROM numbers(\"number\" = \"100\")",
+        ],
+    )
+    .await;
+    // Every backend holds a share of the fact table's tablets.
+    let tablets = query_rows(&mut c, "SHOW TABLETS FROM d.f").await;
+    let mut on: Vec<&String> = tablets.iter().map(|r| &r[2]).collect();
+    on.sort();
+    on.dedup();
+    assert_eq!(on.len(), 3, "tablets on every backend {ids:?}: {tablets:?}");
+
+    // Build sides over 1000 rows are hashed, not broadcast.
+    run_all(&mut c, &["SET broadcast_row_count_limit = 1000"]).await;
+    let on_fe = answers(&mut c, false).await;
+    let over_bes = answers(&mut c, true).await;
+    for (q, (a, b)) in QUERIES.iter().zip(on_fe.iter().zip(&over_bes)) {
+        assert!(!a.is_empty(), "{q} answers rows");
+        assert_eq!(a, b, "{q}: MPP answers as the FE's plan does");
+    }
+    assert_eq!(
+        over_bes[2],
+        vec![vec!["1000".to_string(), "20000".to_string()]]
+    );
+
+    // The plans exchange rows between backends: a fragment per stage, rows
+    // hashed on the join or group keys; the FE's plan has one fragment per
+    // scan and none hashed.
+    let join = QUERIES[1];
+    let plan = explain(&mut c, join).await;
+    assert!(plan.contains("HASH_PARTITIONED: v@"), "{plan}");
+    assert!(plan.contains("JOIN(PARTITIONED)"), "{plan}");
+    assert!(plan.contains("VAGGREGATE (merge finalize)"), "{plan}");
+    assert!(plan.matches("PLAN FRAGMENT").count() >= 4, "{plan}");
+    let small = explain(&mut c, QUERIES[0]).await;
+    assert!(small.contains("JOIN(BROADCAST)"), "{small}");
+    run_all(&mut c, &["SET enable_mpp_execution = false"]).await;
+    let on_fe_plan = explain(&mut c, join).await;
+    assert!(!on_fe_plan.contains("HASH_PARTITIONED: v@"), "{on_fe_plan}");
+}
+
+/// A backend killed: the next query finds it gone, is planned again over the
+/// others (three replicas of each tablet) and answers in full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_backend_is_left_out_of_the_next_plan() {
+    let (_fe, mut bes, mut c, _) = cluster(&binary(), 3, &[]).await;
+    run_all(
+        &mut c,
+        &[
+            "CREATE TABLE d.f (k INT, g INT, v INT) DUPLICATE KEY(k) \
+             DISTRIBUTED BY HASH(k) BUCKETS 6",
+            "INSERT INTO d.f SELECT number, number % 7, number FROM numbers(\"number\" = \"3000\")",
+        ],
+    )
+    .await;
+    let q = "SELECT g, count(*), sum(v) FROM d.f GROUP BY g ORDER BY g";
+    let before = query_rows(&mut c, q).await;
+    assert_eq!(before.len(), 7);
+    bes[1].kill();
+    // At once, before a heartbeat notices.
+    let started = std::time::Instant::now();
+    assert_eq!(query_rows(&mut c, q).await, before);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "answered in {:?}",
+        started.elapsed()
+    );
+}
