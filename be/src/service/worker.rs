@@ -2,13 +2,17 @@
 //! cluster token like every other service here: the stages of a query
 //! planned over the backends (`fe/src/planner/distribute.rs`) run here.
 //! Each task's session takes the statement's settings from the headers the
-//! FE sent, our functions and plan codec; its scans are bound to local
+//! FE sent (its memory from the query's pool on this backend), our
+//! functions and plan codec; its scans are bound to local
 //! tablets as a fragment's are (`exec::bind_scans`), and its calls to other
 //! backends carry the token it came with.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, Weak};
 
 use datafusion::error::DataFusionError;
+use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::SessionContext;
 use datafusion_distributed::{
@@ -28,6 +32,29 @@ pub const MAX_MESSAGE: usize = 64 << 20;
 const BATCH_SIZE_KEY: &str = "x-tethys-batch-size";
 const TIME_ZONE_KEY: &str = "x-tethys-time-zone";
 const MEM_LIMIT_KEY: &str = "x-tethys-mem-limit";
+const QUERY_ID_KEY: &str = "x-tethys-query-id";
+
+/// The memory pools of the queries running here: every task of one query on
+/// this backend draws from one pool of `exec_mem_limit` bytes (Doris' limit
+/// is per query per backend), dropped with the query's last task.
+#[derive(Default)]
+struct QueryPools(Mutex<HashMap<String, Weak<dyn MemoryPool>>>);
+
+impl QueryPools {
+    fn of(&self, query: &str, limit: usize) -> Arc<dyn MemoryPool> {
+        let mut pools = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pool) = pools.get(query).and_then(Weak::upgrade) {
+            return pool;
+        }
+        pools.retain(|_, p| p.strong_count() > 0);
+        let pool: Arc<dyn MemoryPool> = Arc::new(TrackConsumersPool::new(
+            GreedyMemoryPool::new(limit),
+            NonZeroUsize::MIN.saturating_add(4),
+        ));
+        pools.insert(query.to_string(), Arc::downgrade(&pool));
+        pool
+    }
+}
 
 fn header<'a>(headers: &'a HeaderMap, key: &str) -> Option<&'a str> {
     headers.get(key).and_then(|v| v.to_str().ok())
@@ -39,8 +66,10 @@ fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionErro
 
 /// The worker this BE serves stages with, over `engine`'s tablets.
 pub fn worker(engine: Arc<StorageEngine>) -> Worker {
+    let pools = Arc::new(QueryPools::default());
     Worker::from_session_builder(move |ctx: WorkerQueryContext| {
         let engine = engine.clone();
+        let pools = pools.clone();
         async move {
             let headers = ctx.headers;
             let mut builder = ctx.builder;
@@ -56,9 +85,11 @@ pub fn worker(engine: Arc<StorageEngine>) -> Worker {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
             if limit > 0 {
-                let runtime = RuntimeEnvBuilder::new()
-                    .with_memory_limit(limit, 1.0)
-                    .build_arc()?;
+                let pool = match header(&headers, QUERY_ID_KEY) {
+                    Some(query) => pools.of(query, limit),
+                    None => pools.of("", limit),
+                };
+                let runtime = RuntimeEnvBuilder::new().with_memory_pool(pool).build_arc()?;
                 builder = builder.with_runtime_env(runtime);
             }
             // Calls to other backends' workers (their exchanges) carry the

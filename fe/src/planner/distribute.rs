@@ -49,6 +49,7 @@ use crate::backends::workers::BackendWorkers;
 pub const BATCH_SIZE_KEY: &str = "x-tethys-batch-size";
 pub const TIME_ZONE_KEY: &str = "x-tethys-time-zone";
 pub const MEM_LIMIT_KEY: &str = "x-tethys-mem-limit";
+pub const QUERY_ID_KEY: &str = "x-tethys-query-id";
 
 /// `builder`, planning its queries over the alive backends.
 pub fn distributed(
@@ -69,12 +70,20 @@ pub fn distributed(
     put(BATCH_SIZE_KEY, stmt.batch_size.to_string())?;
     put(TIME_ZONE_KEY, super::tz_offset_name(&stmt.time_zone))?;
     put(MEM_LIMIT_KEY, stmt.mem_limit.to_string())?;
+    // The backends' tasks of one query share one memory pool.
+    put(QUERY_ID_KEY, stmt.query_id.clone())?;
     let router = backends.clone();
     let mut builder = builder
         .with_distributed_planner()
         .with_distributed_worker_resolver(BackendWorkers(backends.clone()))
         .with_distributed_user_codec(tethys_common::plan::TethysCodec)
         .with_distributed_passthrough_headers(headers)?
+        // Backends exchange batches uncompressed: on one machine or a LAN the
+        // CPU LZ4 costs is dearer than the bytes it saves (TPC-H SF1 on three
+        // BEs, benches/results/tpch-sf1-be3-2026-12-05-*-notes.md).
+        .with_distributed_compression(None)?
+        // Per-task metrics are not read yet (EXPLAIN ANALYZE reads the FE's).
+        .with_distributed_metrics_collection(false)?
         .with_distributed_desired_task_count_handler(desired_tasks)
         .with_distributed_scale_up_leaf_node_handler(move |ev: ScaleUpLeafNodeEvent| {
             scale_up(ev, &backends)
