@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use mysql_async::Conn;
+use mysql_async::prelude::Queryable;
 use tethys_sql_tests::cluster::cluster;
 use tethys_sql_tests::{query_rows, run_all};
 
@@ -123,5 +124,40 @@ async fn a_dead_backend_is_left_out_of_the_next_plan() {
         started.elapsed() < std::time::Duration::from_secs(15),
         "answered in {:?}",
         started.elapsed()
+    );
+}
+
+/// `exec_mem_limit` holds per query on each backend: a partitioned join
+/// whose build side does not fit one limit fails with Doris'
+/// MEM_LIMIT_EXCEEDED when the FE joins, and succeeds hashed over three
+/// backends, each holding a third of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_too_big_for_one_limit_fits_three() {
+    let (_fe, _bes, mut c, _) = cluster(&binary(), 3, &["--default-replication-num", "1"]).await;
+    run_all(
+        &mut c,
+        &[
+            "CREATE TABLE d.b (k INT, v INT) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 6",
+            "INSERT INTO d.b SELECT number, (number * 7919) % 1000003 \
+             FROM numbers(\"number\" = \"600000\")",
+            // 8 MB: the FE's join of 600,000 rows needs about 16 MB, a
+            // third of it on each backend fits (measured: 6 MB does).
+            "SET exec_mem_limit = 8000000",
+            "SET broadcast_row_count_limit = 1000",
+        ],
+    )
+    .await;
+    let join = "SELECT count(*) FROM d.b b1 JOIN d.b b2 ON b1.v = b2.v";
+    run_all(&mut c, &["SET enable_mpp_execution = false"]).await;
+    let err = c
+        .query_drop(join)
+        .await
+        .expect_err("the FE's join exceeds the limit")
+        .to_string();
+    assert!(err.contains("MEM_LIMIT_EXCEEDED"), "{err}");
+    run_all(&mut c, &["SET enable_mpp_execution = true"]).await;
+    assert_eq!(
+        query_rows(&mut c, join).await,
+        vec![vec!["600000".to_string()]]
     );
 }

@@ -236,6 +236,13 @@ fn refine(e: TethysError) -> TethysError {
 fn from_datafusion(e: datafusion::error::DataFusionError) -> TethysError {
     {
         use datafusion::error::DataFusionError as D;
+        // However deep it is wrapped (a join's shared build-side error, a
+        // backend's error come back through an exchange).
+        if let D::ResourcesExhausted(m) = e.find_root() {
+            return TethysError::Execution(format!(
+                "[MEM_LIMIT_EXCEEDED] the statement needs more memory than exec_mem_limit allows: {m}"
+            ));
+        }
         match e {
             D::External(inner) => match inner.downcast::<TethysError>() {
                 Ok(t) => *t,
@@ -250,9 +257,6 @@ fn from_datafusion(e: datafusion::error::DataFusionError) -> TethysError {
             D::ArrowError(a, _) => TethysError::Execution(a.to_string()),
             D::Plan(m) => TethysError::Analysis(m),
             D::SchemaError(s, _) => TethysError::UnknownColumn(s.to_string()),
-            D::ResourcesExhausted(m) => TethysError::Execution(format!(
-                "[MEM_LIMIT_EXCEEDED] the statement needs more memory than exec_mem_limit allows: {m}"
-            )),
             other => {
                 let m = other.to_string();
                 if m.contains("Query was cancelled") {
@@ -306,5 +310,16 @@ mod tests {
     fn tethys_error_survives_datafusion_roundtrip() {
         let df: datafusion::error::DataFusionError = TethysError::Cancelled.into();
         assert!(matches!(TethysError::from(df), TethysError::Cancelled));
+    }
+
+    /// A join's build side fails once and every probe partition sees the
+    /// shared error: still Doris' MEM_LIMIT_EXCEEDED.
+    #[test]
+    fn memory_exhausted_however_wrapped_is_mem_limit_exceeded() {
+        use datafusion::error::DataFusionError as D;
+        let shared = D::Shared(std::sync::Arc::new(D::ResourcesExhausted("join".into())));
+        let wrapped = D::Context("probe".into(), Box::new(shared));
+        let m = TethysError::from(wrapped).to_string();
+        assert!(m.contains("[MEM_LIMIT_EXCEEDED]"), "{m}");
     }
 }

@@ -89,7 +89,9 @@ pub fn worker(engine: Arc<StorageEngine>) -> Worker {
                     Some(query) => pools.of(query, limit),
                     None => pools.of("", limit),
                 };
-                let runtime = RuntimeEnvBuilder::new().with_memory_pool(pool).build_arc()?;
+                let runtime = RuntimeEnvBuilder::new()
+                    .with_memory_pool(pool)
+                    .build_arc()?;
                 builder = builder.with_runtime_env(runtime);
             }
             // Calls to other backends' workers (their exchanges) carry the
