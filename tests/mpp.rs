@@ -82,6 +82,15 @@ async fn joins_and_aggregations_run_over_three_backends() {
         over_bes[2],
         vec![vec!["1000".to_string(), "20000".to_string()]]
     );
+    // The broadcast joins' runtime filters, applied by the scans of their
+    // stage on each backend, change no answer.
+    run_all(&mut c, &["SET runtime_filter_mode = 'OFF'"]).await;
+    assert_eq!(
+        answers(&mut c, true).await,
+        over_bes,
+        "without runtime filters"
+    );
+    run_all(&mut c, &["SET runtime_filter_mode = 'GLOBAL'"]).await;
 
     // The plans exchange rows between backends: a fragment per stage, rows
     // hashed on the join or group keys; the FE's plan has one fragment per

@@ -8,6 +8,7 @@ mod key_range;
 mod like;
 mod merge_scan;
 mod predicate;
+pub mod runtime_filter;
 mod scan;
 mod segment_scan;
 

@@ -8,19 +8,26 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
+use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation,
+};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
+use futures::TryStreamExt;
 use tethys_common::plan::OlapScanExec;
 
+use super::runtime_filter::{RuntimeFilterWait, with_filters};
 use super::segment_scan::{Counters, ScanInputs, ScanState};
 use crate::storage::StorageEngine;
+use tethys_common::plan::runtime_filters::{offered_runtime_filters, wait_complete};
 
 /// Scan of local tablets at a snapshot version.
 #[derive(Debug)]
@@ -33,6 +40,10 @@ pub struct TabletScanExec {
     engine: Arc<StorageEngine>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
+    /// Joins' dynamic filters on this scan's columns (a stage of a
+    /// distributed plan, `runtime_filter.rs`), applied once their build
+    /// sides are complete.
+    runtime_filters: Vec<Arc<dyn PhysicalExpr>>,
 }
 
 impl TabletScanExec {
@@ -59,6 +70,21 @@ impl TabletScanExec {
             engine,
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
+            runtime_filters: vec![],
+        }
+    }
+
+    /// The same scan with `predicate` as its filter, evaluated by the scan,
+    /// counting into the same metrics.
+    fn filtered_by(&self, predicate: Option<Arc<dyn PhysicalExpr>>) -> TabletScanExec {
+        TabletScanExec {
+            scan: self.scan.clone(),
+            predicate,
+            evaluates: true,
+            engine: self.engine.clone(),
+            properties: self.properties.clone(),
+            metrics: self.metrics.clone(),
+            runtime_filters: vec![],
         }
     }
 }
@@ -84,15 +110,62 @@ impl DisplayAs for TabletScanExec {
 impl ExecutionPlan for TabletScanExec {
     tethys_common::leaf_exec_plan!(
         "TabletScanExec",
-        |node| node.predicate.iter(),
+        // The runtime filters too: a join publishes its filter only when a
+        // node below it holds the filter's expression.
+        |node| node.predicate.iter().chain(node.runtime_filters.iter()),
         with metrics
     );
+
+    /// Takes the dynamic filters of joins above (their runtime filters).
+    /// The join still decides which rows match (`No`).
+    fn handle_child_pushdown_result(
+        &self,
+        phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let (mut out, dynamic) =
+            offered_runtime_filters(phase, &child_pushdown_result, &self.runtime_filters);
+        if !dynamic.is_empty() {
+            let mut node = self.filtered_by(self.predicate.clone());
+            node.evaluates = self.evaluates;
+            node.runtime_filters = self
+                .runtime_filters
+                .iter()
+                .cloned()
+                .chain(dynamic)
+                .collect();
+            out = out.with_updated_node(Arc::new(node));
+        }
+        Ok(out)
+    }
 
     fn execute(
         &self,
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        if !self.runtime_filters.is_empty() {
+            // Read once the joins' build sides are done, with their keys.
+            let wait = context
+                .session_config()
+                .get_extension::<RuntimeFilterWait>()
+                .map_or(std::time::Duration::from_secs(1), |w| w.0);
+            let filters = self.runtime_filters.clone();
+            let this = self.filtered_by(None);
+            let predicate = self.predicate.clone();
+            let start = async move {
+                wait_complete(&filters, wait).await;
+                // The scan evaluates its own filter too now (a filter above
+                // that also projects evaluates it again: the same rows).
+                let all = with_filters(predicate.as_ref(), &filters)?;
+                this.filtered_by(all).execute(partition, context)
+            };
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                self.scan.schema(),
+                futures::stream::once(start).try_flatten(),
+            )));
+        }
         let schema: SchemaRef = self.scan.schema();
         let counters = Counters::new(&self.metrics, partition);
         let batch_size = context.session_config().batch_size().max(1);

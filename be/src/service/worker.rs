@@ -10,10 +10,13 @@
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use datafusion::error::DataFusionError;
 use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_optimizer::filter_pushdown::FilterPushdown;
 use datafusion::prelude::SessionContext;
 use datafusion_distributed::{
     DistributedExt, Worker, WorkerPlanRewriteEvent, WorkerPlanRewriteEventResponse,
@@ -23,6 +26,7 @@ use tethys_common::plan::TethysCodec;
 use tonic::codegen::http::HeaderMap;
 
 use crate::exec::bind_scans;
+use crate::exec::runtime_filter::RuntimeFilterWait;
 use crate::storage::StorageEngine;
 
 /// Largest message a worker call sends or takes: batches are cut to fit.
@@ -33,6 +37,7 @@ const BATCH_SIZE_KEY: &str = "x-tethys-batch-size";
 const TIME_ZONE_KEY: &str = "x-tethys-time-zone";
 const MEM_LIMIT_KEY: &str = "x-tethys-mem-limit";
 const QUERY_ID_KEY: &str = "x-tethys-query-id";
+const RUNTIME_FILTER_WAIT_KEY: &str = "x-tethys-runtime-filter-wait-ms";
 
 /// The memory pools of the queries running here: every task of one query on
 /// this backend draws from one pool of `exec_mem_limit` bytes (Doris' limit
@@ -80,6 +85,15 @@ pub fn worker(engine: Arc<StorageEngine>) -> Worker {
                 if let Some(tz) = header(&headers, TIME_ZONE_KEY) {
                     cfg.options_mut().execution.time_zone = Some(tz.to_string());
                 }
+                // Joins publish runtime filters to the scans of their stage
+                // unless the statement turned them off (no wait header).
+                let wait = header(&headers, RUNTIME_FILTER_WAIT_KEY).and_then(|v| v.parse().ok());
+                cfg.options_mut()
+                    .optimizer
+                    .enable_join_dynamic_filter_pushdown = wait.is_some();
+                cfg.set_extension(Arc::new(RuntimeFilterWait(Duration::from_millis(
+                    wait.unwrap_or(0),
+                ))));
             }
             let limit: usize = header(&headers, MEM_LIMIT_KEY)
                 .and_then(|v| v.parse().ok())
@@ -105,6 +119,10 @@ pub fn worker(engine: Arc<StorageEngine>) -> Worker {
                 .with_distributed_passthrough_headers(passthrough)?
                 .with_distributed_worker_plan_rewrite_handler(move |ev: WorkerPlanRewriteEvent| {
                     let plan = bind_scans(ev.plan, &engine).map_err(external)?;
+                    // The stage's joins and the scans they filter meet again
+                    // here (a plan arrives without its joins' filters).
+                    let plan = FilterPushdown::new_post_optimization()
+                        .optimize(plan, ev.session_config.options())?;
                     // DECIMAL arithmetic that cannot overflow runs unchecked.
                     let plan =
                         tethys_common::plan::exact_decimal_arithmetic(plan).map_err(external)?;

@@ -14,6 +14,7 @@ mod node_impl;
 mod olap_scan;
 mod profile;
 mod push_agg;
+pub mod runtime_filters;
 
 pub use bitmap::{BitmapFilterExpr, IntKeys, MAX_BITMAP_RANGE};
 pub use bloom::{BLOOM_FPP, BloomFilterExpr, BloomKeys, map_keys as bloom_key_bytes};

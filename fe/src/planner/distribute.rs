@@ -50,6 +50,7 @@ pub const BATCH_SIZE_KEY: &str = "x-tethys-batch-size";
 pub const TIME_ZONE_KEY: &str = "x-tethys-time-zone";
 pub const MEM_LIMIT_KEY: &str = "x-tethys-mem-limit";
 pub const QUERY_ID_KEY: &str = "x-tethys-query-id";
+pub const RUNTIME_FILTER_WAIT_KEY: &str = "x-tethys-runtime-filter-wait-ms";
 
 /// `builder`, planning its queries over the alive backends.
 pub fn distributed(
@@ -57,6 +58,7 @@ pub fn distributed(
     backends: Arc<Backends>,
     token: &str,
     stmt: &StatementCtx,
+    runtime_filters: bool,
 ) -> tethys_common::Result<SessionStateBuilder> {
     let mut headers = HeaderMap::new();
     let mut put = |k: &'static str, v: String| -> tethys_common::Result<()> {
@@ -72,6 +74,14 @@ pub fn distributed(
     put(MEM_LIMIT_KEY, stmt.mem_limit.to_string())?;
     // The backends' tasks of one query share one memory pool.
     put(QUERY_ID_KEY, stmt.query_id.clone())?;
+    // A stage's joins filter its scans (broadcast joins: the build side and
+    // the probe scan meet in one task); absent: runtime_filter_mode OFF.
+    if runtime_filters {
+        put(
+            RUNTIME_FILTER_WAIT_KEY,
+            stmt.runtime_filter_wait_ms.to_string(),
+        )?;
+    }
     let router = backends.clone();
     let mut builder = builder
         .with_distributed_planner()

@@ -201,7 +201,13 @@ pub fn statement_context(
     }
     if distributed {
         let token = fe.catalog.read().cluster_token.clone();
-        builder = distribute::distributed(builder, fe.backends.clone(), &token, &stmt)?;
+        builder = distribute::distributed(
+            builder,
+            fe.backends.clone(),
+            &token,
+            &stmt,
+            vars.runtime_filters(),
+        )?;
     }
     let state = builder.build();
     let mut ctx = SessionContext::new_with_state(state);

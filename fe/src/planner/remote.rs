@@ -13,11 +13,10 @@ use datafusion::common::stats::Precision;
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter_pushdown::{
-    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation,
 };
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -280,28 +279,11 @@ impl ExecutionPlan for BeFragmentExec {
         child_pushdown_result: ChildPushdownResult,
         _config: &ConfigOptions,
     ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
-        let filters: Vec<Arc<dyn PhysicalExpr>> = child_pushdown_result
-            .parent_filters
-            .iter()
-            .map(|f| f.filter.clone())
-            .collect();
-        let mut out = FilterPushdownPropagation::with_parent_pushdown_result(vec![
-            PushedDown::No;
-            filters.len()
-        ]);
-        if phase != FilterPushdownPhase::Post {
-            return Ok(out);
-        }
-        let dynamic: Vec<_> = filters
-            .into_iter()
-            .filter(|f| f.downcast_ref::<DynamicFilterPhysicalExpr>().is_some())
-            .filter(|f| {
-                !self
-                    .runtime_filters
-                    .iter()
-                    .any(|r| r.expression_id().is_some() && r.expression_id() == f.expression_id())
-            })
-            .collect();
+        let (mut out, dynamic) = tethys_common::plan::runtime_filters::offered_runtime_filters(
+            phase,
+            &child_pushdown_result,
+            &self.runtime_filters,
+        );
         if !dynamic.is_empty() {
             let node = self.with_runtime_filters(
                 self.runtime_filters

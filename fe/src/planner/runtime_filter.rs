@@ -19,9 +19,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::logical_expr::Operator;
-use datafusion::physical_expr::expressions::{
-    BinaryExpr, CaseExpr, DynamicFilterPhysicalExpr, Literal, lit,
-};
+use datafusion::physical_expr::expressions::{BinaryExpr, CaseExpr, Literal, lit};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, conjunction, split_conjunction};
 use datafusion::physical_expr_common::physical_expr::snapshot_physical_expr;
@@ -36,29 +34,7 @@ use tethys_common::plan::{OlapScanExec, TethysCodec};
 use super::build_keys::{BuildKeys, BuildKeysExec};
 use super::remote::BeFragmentExec;
 
-/// Waits, at most `wait`, for the joins publishing `filters` to have built
-/// them. A probe scan is polled only after its own join's build side is
-/// complete, but a scan under another join's build side (TPC-H q18: orders,
-/// filtered by the `IN (subquery)` semi join above) may be started early by
-/// an operator that runs its inputs eagerly; it would otherwise take an
-/// empty filter. The bound (Doris' `runtime_filter_wait_time_ms`) keeps a
-/// scan from waiting on a join that never finishes its build.
-pub async fn wait_complete(filters: &[Arc<dyn PhysicalExpr>], wait: std::time::Duration) {
-    let mut dynamic = vec![];
-    for f in filters {
-        let _ = f.apply(|e| {
-            if let Some(d) = e.downcast_ref::<DynamicFilterPhysicalExpr>() {
-                dynamic.push(d);
-            }
-            Ok(TreeNodeRecursion::Continue)
-        });
-    }
-    if dynamic.is_empty() {
-        return;
-    }
-    let all = futures::future::join_all(dynamic.iter().map(|d| d.wait_complete()));
-    let _ = tokio::time::timeout(wait, all).await;
-}
+pub use tethys_common::plan::runtime_filters::wait_complete;
 
 /// The filter the fragment's scan should apply now: every accepted runtime
 /// filter as it currently stands, with the joins' hash-table lookups
@@ -311,7 +287,7 @@ mod tests {
     use arrow::array::Int64Array;
     use arrow::datatypes::{DataType, Field};
     use arrow::record_batch::RecordBatch;
-    use datafusion::physical_expr::expressions::col;
+    use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, col};
     use datafusion::physical_plan::test::TestMemoryExec;
     use futures::StreamExt;
 
