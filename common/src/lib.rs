@@ -23,6 +23,7 @@ pub mod replicas;
 pub mod routing;
 pub mod schema;
 pub mod ship;
+pub mod task_headers;
 pub mod token;
 pub mod types;
 

@@ -23,6 +23,7 @@ use datafusion_distributed::{
     WorkerQueryContext,
 };
 use tethys_common::plan::TethysCodec;
+use tethys_common::task_headers;
 use tonic::codegen::http::HeaderMap;
 
 use crate::exec::bind_scans;
@@ -31,13 +32,6 @@ use crate::storage::StorageEngine;
 
 /// Largest message a worker call sends or takes: batches are cut to fit.
 pub const MAX_MESSAGE: usize = 64 << 20;
-
-/// Header names the FE sets (`fe/src/planner/distribute.rs`).
-const BATCH_SIZE_KEY: &str = "x-tethys-batch-size";
-const TIME_ZONE_KEY: &str = "x-tethys-time-zone";
-const MEM_LIMIT_KEY: &str = "x-tethys-mem-limit";
-const QUERY_ID_KEY: &str = "x-tethys-query-id";
-const RUNTIME_FILTER_WAIT_KEY: &str = "x-tethys-runtime-filter-wait-ms";
 
 /// The memory pools of the queries running here: every task of one query on
 /// this backend draws from one pool of `exec_mem_limit` bytes (Doris' limit
@@ -79,15 +73,18 @@ pub fn worker(engine: Arc<StorageEngine>) -> Worker {
             let headers = ctx.headers;
             let mut builder = ctx.builder;
             if let Some(cfg) = builder.config().as_mut() {
-                if let Some(n) = header(&headers, BATCH_SIZE_KEY).and_then(|v| v.parse().ok()) {
+                if let Some(n) =
+                    header(&headers, task_headers::BATCH_SIZE).and_then(|v| v.parse().ok())
+                {
                     cfg.options_mut().execution.batch_size = n;
                 }
-                if let Some(tz) = header(&headers, TIME_ZONE_KEY) {
+                if let Some(tz) = header(&headers, task_headers::TIME_ZONE) {
                     cfg.options_mut().execution.time_zone = Some(tz.to_string());
                 }
                 // Joins publish runtime filters to the scans of their stage
                 // unless the statement turned them off (no wait header).
-                let wait = header(&headers, RUNTIME_FILTER_WAIT_KEY).and_then(|v| v.parse().ok());
+                let wait = header(&headers, task_headers::RUNTIME_FILTER_WAIT_MS)
+                    .and_then(|v| v.parse().ok());
                 cfg.options_mut()
                     .optimizer
                     .enable_join_dynamic_filter_pushdown = wait.is_some();
@@ -95,14 +92,12 @@ pub fn worker(engine: Arc<StorageEngine>) -> Worker {
                     wait.unwrap_or(0),
                 ))));
             }
-            let limit: usize = header(&headers, MEM_LIMIT_KEY)
+            let limit: usize = header(&headers, task_headers::MEM_LIMIT)
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
             if limit > 0 {
-                let pool = match header(&headers, QUERY_ID_KEY) {
-                    Some(query) => pools.of(query, limit),
-                    None => pools.of("", limit),
-                };
+                let query = header(&headers, task_headers::QUERY_ID).unwrap_or_default();
+                let pool = pools.of(query, limit);
                 let runtime = RuntimeEnvBuilder::new()
                     .with_memory_pool(pool)
                     .build_arc()?;

@@ -36,6 +36,7 @@ use datafusion_distributed::{
     ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse, SessionStateBuilderExt, Stage,
 };
 use tethys_common::plan::OlapScanExec;
+use tethys_common::task_headers;
 use tonic::codegen::http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
@@ -43,14 +44,6 @@ use super::StatementCtx;
 use super::remote::BeFragmentExec;
 use crate::backends::Backends;
 use crate::backends::workers::BackendWorkers;
-
-/// Headers every task of the query carries to its backend: the cluster
-/// token and the statement's settings the backend's session takes.
-pub const BATCH_SIZE_KEY: &str = "x-tethys-batch-size";
-pub const TIME_ZONE_KEY: &str = "x-tethys-time-zone";
-pub const MEM_LIMIT_KEY: &str = "x-tethys-mem-limit";
-pub const QUERY_ID_KEY: &str = "x-tethys-query-id";
-pub const RUNTIME_FILTER_WAIT_KEY: &str = "x-tethys-runtime-filter-wait-ms";
 
 /// `builder`, planning its queries over the alive backends.
 pub fn distributed(
@@ -69,16 +62,19 @@ pub fn distributed(
         Ok(())
     };
     put(tethys_common::token::TOKEN_KEY, token.to_string())?;
-    put(BATCH_SIZE_KEY, stmt.batch_size.to_string())?;
-    put(TIME_ZONE_KEY, super::tz_offset_name(&stmt.time_zone))?;
-    put(MEM_LIMIT_KEY, stmt.mem_limit.to_string())?;
+    put(task_headers::BATCH_SIZE, stmt.batch_size.to_string())?;
+    put(
+        task_headers::TIME_ZONE,
+        super::tz_offset_name(&stmt.time_zone),
+    )?;
+    put(task_headers::MEM_LIMIT, stmt.mem_limit.to_string())?;
     // The backends' tasks of one query share one memory pool.
-    put(QUERY_ID_KEY, stmt.query_id.clone())?;
+    put(task_headers::QUERY_ID, stmt.query_id.clone())?;
     // A stage's joins filter its scans (broadcast joins: the build side and
     // the probe scan meet in one task); absent: runtime_filter_mode OFF.
     if runtime_filters {
         put(
-            RUNTIME_FILTER_WAIT_KEY,
+            task_headers::RUNTIME_FILTER_WAIT_MS,
             stmt.runtime_filter_wait_ms.to_string(),
         )?;
     }
