@@ -26,7 +26,14 @@ const QUERIES: &[&str] = &[
      WHERE k < 40 ORDER BY g, k",
     "SELECT g, avg(v), min(v), max(v) FROM d.f WHERE k % 3 = 1 GROUP BY g HAVING count(*) > 10 \
      ORDER BY g",
+    // A partitioned join whose runtime filter crosses stages: f's scan sits
+    // below the aggregate's exchange, the join's build side is spread over
+    // the backends.
+    CROSS_STAGE,
 ];
+
+const CROSS_STAGE: &str = "SELECT count(*), sum(a.n), sum(a.v) FROM d.f2 \
+     JOIN (SELECT v, count(*) n FROM d.f GROUP BY v) a ON f2.v = a.v WHERE f2.k < 1500";
 
 async fn answers(c: &mut Conn, mpp: bool) -> Vec<Vec<Vec<String>>> {
     run_all(c, &[&format!("SET enable_mpp_execution = {mpp}")]).await;
@@ -101,6 +108,20 @@ async fn joins_and_aggregations_run_over_three_backends() {
     assert!(plan.contains("JOIN(PARTITIONED)"), "{plan}");
     assert!(plan.contains("VAGGREGATE (merge finalize)"), "{plan}");
     assert!(plan.matches("PLAN FRAGMENT").count() >= 4, "{plan}");
+    // The cross-stage filter: the join (build side f2) in one fragment, f's
+    // scan taking its filter in another.
+    let cross = explain(&mut c, CROSS_STAGE).await;
+    let fragments: Vec<&str> = cross.split("PLAN FRAGMENT").collect();
+    let join_at = fragments
+        .iter()
+        .position(|f| f.contains("JOIN(PARTITIONED)") && f.contains("[min_max] <- v@"));
+    let scan_at = fragments
+        .iter()
+        .position(|f| f.contains("TABLE: d.f(f)") && f.contains("[min_max] -> v@"));
+    assert!(
+        join_at.is_some() && scan_at.is_some() && join_at != scan_at,
+        "{cross}"
+    );
     let small = explain(&mut c, QUERIES[0]).await;
     assert!(small.contains("JOIN(BROADCAST)"), "{small}");
     run_all(&mut c, &["SET enable_mpp_execution = false"]).await;
@@ -168,5 +189,101 @@ async fn a_join_too_big_for_one_limit_fits_three() {
     assert_eq!(
         query_rows(&mut c, join).await,
         vec![vec!["600000".to_string()]]
+    );
+}
+
+/// The CPU time the backends have used so far, together.
+fn backends_cpu(bes: &[tethys_sql_tests::cluster::BackendProcess]) -> std::time::Duration {
+    bes.iter().filter_map(|b| b.cpu_time()).sum()
+}
+
+/// Waits until the backends, together, use less than a tenth of a CPU over
+/// a second (nothing but heartbeats), for at most `within`; false if they
+/// never do.
+async fn backends_go_idle(
+    bes: &[tethys_sql_tests::cluster::BackendProcess],
+    within: std::time::Duration,
+) -> bool {
+    let started = std::time::Instant::now();
+    while started.elapsed() < within {
+        let before = backends_cpu(bes);
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        if backends_cpu(bes).saturating_sub(before) < std::time::Duration::from_millis(100) {
+            return true;
+        }
+    }
+    false
+}
+
+/// KILL QUERY and query_timeout end a query that runs on the backends: the
+/// client gets Doris' error at once and the backends stop working on it
+/// (their stages end when the FE's stream is dropped), which their CPU time
+/// shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_and_timeout_stop_the_query_on_every_backend() {
+    use std::time::{Duration, Instant};
+    let (fe, bes, mut c, _) = cluster(&binary(), 3, &["--default-replication-num", "1"]).await;
+    run_all(
+        &mut c,
+        &[
+            "CREATE TABLE d.b (k INT, g INT) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 6",
+            "INSERT INTO d.b SELECT number, number % 50 FROM numbers(\"number\" = \"200000\")",
+            "SET broadcast_row_count_limit = 1000",
+            // Small probe batches (each row meets 4,000): a join notices a
+            // cancel between batches.
+            "SET batch_size = 256",
+        ],
+    )
+    .await;
+    // 800 million joined rows, counted on the backends: minutes of work
+    // for a debug build.
+    let slow = "SELECT count(*) FROM d.b b1 JOIN d.b b2 ON b1.g = b2.g";
+    assert!(
+        explain(&mut c, slow).await.contains("JOIN(PARTITIONED)"),
+        "the join runs on the backends"
+    );
+    assert!(backends_go_idle(&bes, Duration::from_secs(30)).await);
+
+    let id = c.id();
+    let opts = fe.opts();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let mut k = Conn::new(opts).await.expect("killer connects");
+        k.query_drop(format!("KILL QUERY {id}"))
+            .await
+            .expect("kill");
+    });
+    let started = Instant::now();
+    let err = c.query_drop(slow).await.expect_err("killed").to_string();
+    assert!(err.contains("1317"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    killer.await.expect("killer");
+    assert!(
+        backends_go_idle(&bes, Duration::from_secs(15)).await,
+        "the backends still work on the killed query"
+    );
+
+    run_all(&mut c, &["SET query_timeout = 2"]).await;
+    let started = Instant::now();
+    let err = c.query_drop(slow).await.expect_err("timed out").to_string();
+    assert!(err.contains("3024"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        backends_go_idle(&bes, Duration::from_secs(15)).await,
+        "the backends still work on the timed-out query"
+    );
+    // The session goes on.
+    run_all(&mut c, &["SET query_timeout = 900"]).await;
+    assert_eq!(
+        query_rows(&mut c, "SELECT count(*) FROM d.b").await,
+        vec![vec!["200000".to_string()]]
     );
 }

@@ -51,6 +51,8 @@ pub struct Backend {
     pub loads: Arc<LoadContext>,
     /// The cluster this backend joined (`cluster.rs`).
     pub membership: Membership,
+    /// Cancellation of the queries whose stages run here.
+    pub cancels: Arc<crate::exec::cancel::QueryCancels>,
     /// Where the HTTP service listens (the FE learns it by heartbeat).
     pub http_port: u16,
     pub(crate) root: PathBuf,
@@ -114,6 +116,7 @@ impl Backend {
             executor,
             loads: Arc::new(loads),
             membership,
+            cancels: Default::default(),
             http_port: cfg.http_addr.port(),
             root: cfg.root.clone(),
             exec_runtime: Some(exec_runtime),

@@ -71,6 +71,8 @@ control_calls! {
     read_snapshot(ReadSnapshotRequest) -> ReadSnapshotResponse;
     /// Drops a snapshot.
     release_snapshot(ReleaseSnapshotRequest) -> ReleaseSnapshotResponse;
+    /// Stops what remains of an ended query's stages.
+    cancel_query(CancelQueryRequest) -> CancelQueryResponse;
 }
 
 /// Flight descriptor path of a group-commit write.

@@ -66,6 +66,8 @@ pub struct Frontend {
     pub default_replication_num: AtomicUsize,
     /// Tables `ADMIN REPAIR TABLE` put first in the tablet scheduler.
     repair_first: Mutex<BTreeSet<i64>>,
+    /// The merge node of runtime filters across backends.
+    pub filter_merge: Arc<crate::filter_merge::FilterMergeNode>,
 }
 
 /// How many connections and prepared statements clients may hold.
@@ -132,6 +134,7 @@ impl Frontend {
             limits: ConnLimits::default(),
             default_replication_num: AtomicUsize::new(1),
             repair_first: Default::default(),
+            filter_merge: Default::default(),
         })
     }
 

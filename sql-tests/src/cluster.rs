@@ -102,6 +102,32 @@ impl BackendProcess {
         self.process.kill();
     }
 
+    /// CPU time the process has used so far (user and system), from
+    /// `/proc/<pid>/stat`; `None` when it is not running or not on Linux.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        let pid = self.process.child.as_ref()?.id();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name (which may hold spaces): state is
+        // field 3, utime and stime fields 14 and 15, in clock ticks.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+        // Clock ticks a second (USER_HZ, 100 on Linux unless `getconf` says).
+        let hz = Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(100);
+        Some(Duration::from_millis(ticks * 1000 / hz.max(1)))
+    }
+
     /// Starts it again on the same ports and data.
     pub async fn restart(&mut self) -> Result<(), HarnessError> {
         self.process.kill();

@@ -4,6 +4,7 @@
 
 mod agg_scan;
 mod bind;
+pub mod cancel;
 mod key_range;
 mod like;
 mod merge_scan;

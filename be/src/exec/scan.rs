@@ -24,7 +24,7 @@ use datafusion::physical_plan::{
 use futures::TryStreamExt;
 use tethys_common::plan::OlapScanExec;
 
-use super::runtime_filter::{RuntimeFilterWait, with_filters};
+use super::runtime_filter::{RemoteFilters, RuntimeFilterWait, with_filters};
 use super::segment_scan::{Counters, ScanInputs, ScanState};
 use crate::storage::StorageEngine;
 use tethys_common::plan::runtime_filters::{offered_runtime_filters, wait_complete};
@@ -44,6 +44,9 @@ pub struct TabletScanExec {
     /// distributed plan, `runtime_filter.rs`), applied once their build
     /// sides are complete.
     runtime_filters: Vec<Arc<dyn PhysicalExpr>>,
+    /// Filters of joins in other stages, among `runtime_filters`, fetched
+    /// from the merge node when the scan starts.
+    remote: Option<Arc<RemoteFilters>>,
 }
 
 impl TabletScanExec {
@@ -63,14 +66,16 @@ impl TabletScanExec {
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
+        let remote = RemoteFilters::of(&scan);
         TabletScanExec {
+            runtime_filters: remote.iter().flat_map(|r| r.exprs()).collect(),
+            remote,
             scan,
             predicate,
             evaluates,
             engine,
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
-            runtime_filters: vec![],
         }
     }
 
@@ -85,6 +90,7 @@ impl TabletScanExec {
             properties: self.properties.clone(),
             metrics: self.metrics.clone(),
             runtime_filters: vec![],
+            remote: self.remote.clone(),
         }
     }
 }
@@ -151,6 +157,9 @@ impl ExecutionPlan for TabletScanExec {
                 .session_config()
                 .get_extension::<RuntimeFilterWait>()
                 .map_or(std::time::Duration::from_secs(1), |w| w.0);
+            if let Some(remote) = &self.remote {
+                remote.start(&context, wait);
+            }
             let filters = self.runtime_filters.clone();
             let this = self.filtered_by(None);
             let predicate = self.predicate.clone();

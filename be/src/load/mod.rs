@@ -14,7 +14,7 @@ mod options;
 mod parse;
 pub mod wal;
 
-pub use context::LoadContext;
+pub use context::{FrontendClient, LoadContext};
 pub use decompress::MAX_BODY_MB;
 pub use group_commit::{GroupLoad, GroupMode};
 pub use handler::{error_log, stream_load, stream_load_2pc};

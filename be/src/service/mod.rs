@@ -64,10 +64,14 @@ pub async fn serve(
             checked.clone(),
         ))
         .add_service(InterceptedService::new(
-            worker::worker(backend.engine.clone())
-                .into_worker_server()
-                .max_decoding_message_size(2 * worker::MAX_MESSAGE)
-                .max_encoding_message_size(2 * worker::MAX_MESSAGE),
+            worker::worker(
+                backend.engine.clone(),
+                backend.loads.clone(),
+                backend.cancels.clone(),
+            )
+            .into_worker_server()
+            .max_decoding_message_size(2 * worker::MAX_MESSAGE)
+            .max_encoding_message_size(2 * worker::MAX_MESSAGE),
             checked.clone(),
         ))
         .add_service(InterceptedService::new(

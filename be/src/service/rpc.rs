@@ -303,4 +303,12 @@ impl BackendService for BackendRpc {
             .await?;
         Ok(Response::new(ReleaseSnapshotResponse {}))
     }
+
+    async fn cancel_query(
+        &self,
+        req: Request<CancelQueryRequest>,
+    ) -> Result<Response<CancelQueryResponse>, Status> {
+        self.backend.cancels.cancel(&req.into_inner().query_id);
+        Ok(Response::new(CancelQueryResponse {}))
+    }
 }

@@ -12,7 +12,7 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use datafusion::error::DataFusionError;
+use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -22,12 +22,19 @@ use datafusion_distributed::{
     DistributedExt, Worker, WorkerPlanRewriteEvent, WorkerPlanRewriteEventResponse,
     WorkerQueryContext,
 };
+use futures::future::BoxFuture;
 use tethys_common::plan::TethysCodec;
+use tethys_common::plan::cross_filters::{self, CrossFilters, FilterMerge};
 use tethys_common::task_headers;
+use tethys_proto::{
+    AwaitRuntimeFilterRequest, AwaitRuntimeFilterResponse, PublishRuntimeFilterRequest,
+};
 use tonic::codegen::http::HeaderMap;
 
 use crate::exec::bind_scans;
+use crate::exec::cancel::{QueryCancels, with_cancel_checks};
 use crate::exec::runtime_filter::RuntimeFilterWait;
+use crate::load::{FrontendClient, LoadContext};
 use crate::storage::StorageEngine;
 
 /// Largest message a worker call sends or takes: batches are cut to fit.
@@ -63,12 +70,64 @@ fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionErro
     DataFusionError::External(Box::new(e))
 }
 
-/// The worker this BE serves stages with, over `engine`'s tablets.
-pub fn worker(engine: Arc<StorageEngine>) -> Worker {
+/// Runtime filters across backends are merged by the FE this backend
+/// reports to (`FrontendService`'s `PublishRuntimeFilter` /
+/// `AwaitRuntimeFilter`).
+#[derive(Debug)]
+struct FrontendMerge(Arc<LoadContext>);
+
+impl FrontendMerge {
+    fn client(&self) -> DfResult<FrontendClient> {
+        Ok(self
+            .0
+            .require_frontend()
+            .map_err(external)?
+            .max_decoding_message_size(cross_filters::MAX_MESSAGE)
+            .max_encoding_message_size(cross_filters::MAX_MESSAGE))
+    }
+}
+
+impl FilterMerge for FrontendMerge {
+    fn publish(&self, part: PublishRuntimeFilterRequest) -> BoxFuture<'static, DfResult<()>> {
+        let client = self.client();
+        Box::pin(async move {
+            client?
+                .publish_runtime_filter(part)
+                .await
+                .map_err(external)?;
+            Ok(())
+        })
+    }
+
+    fn fetch(
+        &self,
+        req: AwaitRuntimeFilterRequest,
+    ) -> BoxFuture<'static, DfResult<AwaitRuntimeFilterResponse>> {
+        let client = self.client();
+        Box::pin(async move {
+            Ok(client?
+                .await_runtime_filter(req)
+                .await
+                .map_err(external)?
+                .into_inner())
+        })
+    }
+}
+
+/// The worker this BE serves stages with, over `engine`'s tablets; `loads`
+/// knows the FE (the merge node of runtime filters across backends).
+pub fn worker(
+    engine: Arc<StorageEngine>,
+    loads: Arc<LoadContext>,
+    cancels: Arc<QueryCancels>,
+) -> Worker {
     let pools = Arc::new(QueryPools::default());
+    let merge: Arc<dyn FilterMerge> = Arc::new(FrontendMerge(loads));
     Worker::from_session_builder(move |ctx: WorkerQueryContext| {
         let engine = engine.clone();
         let pools = pools.clone();
+        let merge = merge.clone();
+        let cancels = cancels.clone();
         async move {
             let headers = ctx.headers;
             let mut builder = ctx.builder;
@@ -91,6 +150,13 @@ pub fn worker(engine: Arc<StorageEngine>) -> Worker {
                 cfg.set_extension(Arc::new(RuntimeFilterWait(Duration::from_millis(
                     wait.unwrap_or(0),
                 ))));
+                let query_id = header(&headers, task_headers::QUERY_ID).unwrap_or_default();
+                // The FE's CancelQuery stops the query's stages here.
+                cfg.set_extension(cancels.of(query_id));
+                cfg.set_extension(Arc::new(CrossFilters {
+                    query_id: query_id.to_string(),
+                    merge,
+                }));
             }
             let limit: usize = header(&headers, task_headers::MEM_LIMIT)
                 .and_then(|v| v.parse().ok())
@@ -114,6 +180,10 @@ pub fn worker(engine: Arc<StorageEngine>) -> Worker {
                 .with_distributed_passthrough_headers(passthrough)?
                 .with_distributed_worker_plan_rewrite_handler(move |ev: WorkerPlanRewriteEvent| {
                     let plan = bind_scans(ev.plan, &engine).map_err(external)?;
+                    // Joins arrive with the FE's filters, which no scan here
+                    // holds: dropped, so that the pushdown below gives them
+                    // new ones for the scans of this stage.
+                    let plan = without_join_filters(plan)?;
                     // The stage's joins and the scans they filter meet again
                     // here (a plan arrives without its joins' filters).
                     let plan = FilterPushdown::new_post_optimization()
@@ -121,6 +191,9 @@ pub fn worker(engine: Arc<StorageEngine>) -> Worker {
                     // DECIMAL arithmetic that cannot overflow runs unchecked.
                     let plan =
                         tethys_common::plan::exact_decimal_arithmetic(plan).map_err(external)?;
+                    // Last: a check over each leaf stops the stage once the
+                    // FE cancels the query.
+                    let plan = with_cancel_checks(plan)?;
                     Ok(WorkerPlanRewriteEventResponse::new(plan))
                 })
                 .build();
@@ -130,4 +203,23 @@ pub fn worker(engine: Arc<StorageEngine>) -> Worker {
         }
     })
     .with_max_message_size(MAX_MESSAGE)
+}
+
+/// `plan` with its hash joins' dynamic filters dropped (planned again).
+fn without_join_filters(
+    plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::physical_plan::ExecutionPlan;
+    use datafusion::physical_plan::joins::HashJoinExec;
+    Ok(plan
+        .transform_up(|p| {
+            if p.downcast_ref::<HashJoinExec>()
+                .is_some_and(|j| !j.dynamic_expressions_produced().is_empty())
+            {
+                return Ok(Transformed::yes(p.reset_state()?));
+            }
+            Ok(Transformed::no(p))
+        })?
+        .data)
 }

@@ -8,10 +8,14 @@ use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr_common::physical_expr::proto_decode::PhysicalExprDecodeCtx;
 use datafusion::physical_expr_common::physical_expr::proto_encode::PhysicalExprEncodeCtx;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
+use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 use prost::Message;
-use tethys_proto::OlapScanNodePb;
+use tethys_proto::{OlapScanNodePb, RuntimeFilterSinkPb};
 
+use super::build_keys::{BuildKeysExec, KeysTo};
+use super::cross_filters::Publish;
 use super::{BitmapFilterExpr, BloomFilterExpr, OlapScanExec};
 
 /// Tag byte of an encoded [`OlapScanExec`].
@@ -20,6 +24,8 @@ const TAG_OLAP_SCAN: u8 = 1;
 const TAG_BLOOM_FILTER: u8 = 2;
 /// Tag byte of an encoded [`BitmapFilterExpr`].
 const TAG_BITMAP_FILTER: u8 = 3;
+/// Tag byte of an encoded [`BuildKeysExec`] publishing to the merge node.
+const TAG_RUNTIME_FILTER_SINK: u8 = 4;
 
 /// Encodes and decodes Tethys plan nodes inside datafusion-proto plans.
 #[derive(Debug, Default, Clone)]
@@ -29,8 +35,8 @@ impl PhysicalExtensionCodec for TethysCodec {
     fn try_decode(
         &self,
         buf: &[u8],
-        _inputs: &[Arc<dyn ExecutionPlan>],
-        _ctx: &TaskContext,
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
         _proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         match buf.split_first() {
@@ -38,6 +44,35 @@ impl PhysicalExtensionCodec for TethysCodec {
                 let node = OlapScanNodePb::decode(rest)
                     .map_err(|e| DataFusionError::Internal(format!("bad OlapScan node: {e}")))?;
                 Ok(Arc::new(OlapScanExec::try_new(node)?))
+            }
+            Some((&TAG_RUNTIME_FILTER_SINK, rest)) => {
+                let node = RuntimeFilterSinkPb::decode(rest).map_err(|e| {
+                    DataFusionError::Internal(format!("bad runtime filter sink: {e}"))
+                })?;
+                let [input] = inputs else {
+                    return Err(DataFusionError::Internal(
+                        "a runtime filter sink has one input".into(),
+                    ));
+                };
+                let schema = input.schema();
+                let keys = node
+                    .keys
+                    .iter()
+                    .map(|k| {
+                        let e = datafusion_proto::protobuf::PhysicalExprNode::decode(k.as_slice())
+                            .map_err(|e| {
+                                DataFusionError::Internal(format!("bad runtime filter key: {e}"))
+                            })?;
+                        parse_physical_expr(&e, ctx, &schema, self)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let publish = Publish {
+                    filter_id: node.filter_id,
+                    keys,
+                    expected_parts: node.expected_parts,
+                    max_in: node.max_in,
+                };
+                Ok(Arc::new(BuildKeysExec::publishing(input.clone(), publish)))
             }
             _ => Err(DataFusionError::Internal(
                 "unknown Tethys plan node in fragment".into(),
@@ -56,6 +91,24 @@ impl PhysicalExtensionCodec for TethysCodec {
             scan.node()
                 .encode(buf)
                 .map_err(|e| DataFusionError::Internal(format!("encode OlapScan node: {e}")))?;
+            Ok(())
+        } else if let Some(KeysTo::Merge(sink)) =
+            node.downcast_ref::<BuildKeysExec>().map(|b| b.to())
+        {
+            let keys = sink
+                .keys
+                .iter()
+                .map(|k| Ok(serialize_physical_expr(k, self)?.encode_to_vec()))
+                .collect::<Result<Vec<_>>>()?;
+            buf.push(TAG_RUNTIME_FILTER_SINK);
+            RuntimeFilterSinkPb {
+                filter_id: sink.filter_id,
+                keys,
+                expected_parts: sink.expected_parts,
+                max_in: sink.max_in,
+            }
+            .encode(buf)
+            .map_err(|e| DataFusionError::Internal(format!("encode runtime filter sink: {e}")))?;
             Ok(())
         } else {
             Err(DataFusionError::NotImplemented(format!(

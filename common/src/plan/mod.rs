@@ -8,7 +8,9 @@
 
 mod bitmap;
 mod bloom;
+pub mod build_keys;
 mod codec;
+pub mod cross_filters;
 mod exact_decimal;
 mod node_impl;
 mod olap_scan;

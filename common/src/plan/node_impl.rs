@@ -127,3 +127,46 @@ macro_rules! boolean_test_of_operand {
         }
     };
 }
+
+/// Inside `impl ExecutionPlan for T` of a node that passes its one input
+/// (field `input`) through unchanged, in order and partitioning, with no
+/// expressions of its own (it may read its input's columns): its name, its
+/// input's properties and the child. `with_new_children` and `execute`
+/// stay the node's own.
+#[macro_export]
+macro_rules! pass_through_exec_plan {
+    ($name:literal) => {
+        fn name(&self) -> &str {
+            $name
+        }
+
+        fn properties(&self) -> &::std::sync::Arc<::datafusion::physical_plan::PlanProperties> {
+            self.input.properties()
+        }
+
+        fn apply_expressions(
+            &self,
+            _f: &mut dyn FnMut(
+                &::std::sync::Arc<dyn ::datafusion::physical_expr::PhysicalExpr>,
+            ) -> ::datafusion::error::Result<
+                ::datafusion::common::tree_node::TreeNodeRecursion,
+            >,
+        ) -> ::datafusion::error::Result<::datafusion::common::tree_node::TreeNodeRecursion> {
+            Ok(::datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        }
+
+        fn children(
+            &self,
+        ) -> ::std::vec::Vec<&::std::sync::Arc<dyn ::datafusion::physical_plan::ExecutionPlan>> {
+            vec![&self.input]
+        }
+
+        fn maintains_input_order(&self) -> ::std::vec::Vec<bool> {
+            vec![true]
+        }
+
+        fn benefits_from_input_partitioning(&self) -> ::std::vec::Vec<bool> {
+            vec![false]
+        }
+    };
+}

@@ -213,6 +213,7 @@ async fn run_parsed(
             } else {
                 df.execute_stream().await?
             };
+            let stream = ended_on_drop(fe, stream, stmt.query_id.clone());
             let stream = if assigned.is_empty() {
                 stream
             } else {
@@ -359,4 +360,54 @@ fn with_select_limit(plan: LogicalPlan, limit: u64) -> Result<LogicalPlan> {
     Ok(datafusion::logical_expr::LogicalPlanBuilder::from(plan)
         .limit(0, Some(limit as usize))?
         .build()?)
+}
+
+/// `stream`, the result of query `query_id`: when it is dropped (read to the
+/// end, failed, killed, timed out, its client gone) the query's runtime
+/// filters leave the merge node and, with more than one backend alive (a
+/// distributed plan), every backend is told to stop what of its stages
+/// still runs there (`CancelQuery`; a LIMIT met early leaves stages
+/// running too).
+fn ended_on_drop(
+    fe: &Arc<Frontend>,
+    stream: SendableRecordBatchStream,
+    query_id: String,
+) -> SendableRecordBatchStream {
+    struct Ended(Arc<Frontend>, String);
+    impl Drop for Ended {
+        fn drop(&mut self) {
+            self.0.filter_merge.forget(&self.1);
+            let alive = self.0.backends.alive();
+            if alive.len() < 2 {
+                return;
+            }
+            let Ok(rt) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            // To every backend at once: a backend busy with the query may
+            // take a while to answer.
+            for b in alive {
+                let backends = self.0.backends.clone();
+                let req = tethys_proto::CancelQueryRequest {
+                    query_id: self.1.clone(),
+                };
+                rt.spawn(async move {
+                    let sent = match backends.client(&b) {
+                        Ok(c) => c.cancel_query(req).await.map(|_| ()),
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = sent {
+                        tracing::debug!(backend = b.id, error = %e, "query not cancelled");
+                    }
+                });
+            }
+        }
+    }
+    let guard = Ended(fe.clone(), query_id);
+    let schema = stream.schema();
+    let inner = stream.map(move |b| {
+        let _ = &guard;
+        b
+    });
+    Box::pin(RecordBatchStreamAdapter::new(schema, inner))
 }

@@ -98,7 +98,10 @@ pub fn distributed(
     let distributed = builder.query_planner().take().ok_or_else(|| {
         tethys_common::TethysError::Internal("the distributed planner was not installed".into())
     })?;
-    Ok(builder.with_query_planner(Arc::new(PlaceOrFallBack { distributed })))
+    Ok(builder.with_query_planner(Arc::new(PlaceOrFallBack {
+        distributed,
+        max_in: stmt.runtime_filter_max_in,
+    })))
 }
 
 /// A stage reading a table runs a task per backend its tablets are read on.
@@ -342,6 +345,8 @@ fn fe_reads_its_own(plan: Arc<dyn ExecutionPlan>) -> DfResult<Arc<dyn ExecutionP
 #[derive(Debug)]
 struct PlaceOrFallBack {
     distributed: Arc<dyn QueryPlanner + Send + Sync>,
+    /// `runtime_filter_max_in_num`, for filters merged across backends.
+    max_in: usize,
 }
 
 #[async_trait]
@@ -360,7 +365,7 @@ impl QueryPlanner for PlaceOrFallBack {
                 .map_err(|e| e.to_string())
                 .and_then(|plan| {
                     placement(&plan)?;
-                    Ok(plan)
+                    super::cross_filters::link(plan, self.max_in).map_err(|e| e.to_string())
                 }) {
                 Ok(plan) => {
                     tracing::debug!(

@@ -188,7 +188,11 @@ impl Builder {
                 self.fragments[self.current].partition = scan.info.distribution.clone();
             }
             self.scan_push_agg = scan_push_agg(variant);
+            // Filters of joins in this stage and, through the FE's merge
+            // node, of joins in others (`cross_filters.rs`).
+            self.scan_runtime_filters = self.scan_filters(scan.runtime_filters());
             let n = self.be_node(variant, &scan.info, limit);
+            self.scan_runtime_filters = None;
             self.scan_push_agg = None;
             return RChild::Node(n);
         }

@@ -6,7 +6,7 @@
 //! [`remote::BeFragmentExec`]: the part of the plan that runs on backends
 //! (scan, filter, projection), serialized and sent over Arrow Flight.
 
-pub mod build_keys;
+mod cross_filters;
 pub mod distribute;
 pub mod explain;
 pub mod join_keys;
@@ -99,9 +99,11 @@ fn physical_rules(
     rules.insert(at + 2, Arc::new(join_keys::KeyOnOneProbeInput));
     rules.insert(at + 3, Arc::new(join_order::BroadcastRowLimit));
     rules.insert(0, Arc::new(FinishColocatedAggOnBackend));
-    if !distributed {
-        rules.push(Arc::new(runtime_filter::PlanRuntimeFilters));
-    }
+    // Distributed too: the FE's own stage and a plan that falls back to one
+    // process apply them as ever; the stages sent to backends lose the key
+    // collectors and get their filters across backends instead
+    // (`cross_filters.rs`).
+    rules.push(Arc::new(runtime_filter::PlanRuntimeFilters));
     rules.push(Arc::new(PushPartialAggToBackend { scan_agg }));
     // Stages sent to backends carry no unchecked arithmetic (it has no wire
     // form); their workers apply it as they do to fragments.
@@ -171,8 +173,9 @@ pub fn statement_context(
     // DataFusion's filter gives the key bounds and a lookup into the join's
     // hash table (never an IN list, built a literal per key); the key set
     // the backends test comes from `build_keys`.
-    // Not yet across backends: a distributed plan has none (issue 37).
-    opts.optimizer.enable_join_dynamic_filter_pushdown = vars.runtime_filters() && !distributed;
+    // A distributed plan's joins feed scans of their own stage (planned
+    // again on the backend) and of other stages (`cross_filters.rs`).
+    opts.optimizer.enable_join_dynamic_filter_pushdown = vars.runtime_filters();
     opts.optimizer.hash_join_inlist_pushdown_max_distinct_values = 0;
     // Broadcast (collect) build sides up to this size and row count
     // (`broadcast_row_count_limit`), as Doris broadcasts small tables: one
@@ -200,6 +203,13 @@ pub fn statement_context(
         planners.insert(0, Arc::new(MySqlSemantics));
     }
     if distributed {
+        // Runtime filters of joins the FE runs, for scans on the backends.
+        if let Some(cfg) = builder.config().as_mut() {
+            cfg.set_extension(Arc::new(tethys_common::plan::cross_filters::CrossFilters {
+                query_id: stmt.query_id.clone(),
+                merge: Arc::new(crate::filter_merge::LocalMerge(fe.filter_merge.clone())),
+            }));
+        }
         let token = fe.catalog.read().cluster_token.clone();
         builder = distribute::distributed(
             builder,

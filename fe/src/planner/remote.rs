@@ -28,10 +28,10 @@ use tethys_common::TethysError;
 use tethys_common::plan::{FragmentProfile, TethysCodec};
 use tethys_proto::ExecFragmentRequest;
 
-use super::build_keys::BuildKeys;
 use super::{StatementCtx, runtime_filter};
 use crate::backends::Backends;
 use crate::catalog::BackendInfo;
+use tethys_common::plan::build_keys::BuildKeys;
 
 /// Display facts of the scan, for EXPLAIN.
 #[derive(Debug, Clone)]

@@ -31,8 +31,8 @@ use datafusion::physical_plan::joins::{HashExpr, HashJoinExec, HashTableLookupEx
 use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
 use tethys_common::plan::{OlapScanExec, TethysCodec};
 
-use super::build_keys::{BuildKeys, BuildKeysExec};
 use super::remote::BeFragmentExec;
+use tethys_common::plan::build_keys::{BuildKeys, BuildKeysExec};
 
 pub use tethys_common::plan::runtime_filters::wait_complete;
 

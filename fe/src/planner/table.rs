@@ -474,6 +474,7 @@ impl TableProvider for OlapTable {
                 limit: limit.map(|l| l as u64),
                 push_agg: String::new(),
                 backend_id,
+                remote_filters: vec![],
             };
             let mut plan: Arc<dyn ExecutionPlan> = Arc::new(OlapScanExec::try_new(node)?);
             if let Some(p) = &read_pred {

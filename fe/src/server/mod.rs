@@ -270,7 +270,10 @@ pub async fn serve(
         .add_service(tonic::service::interceptor::InterceptedService::new(
             tethys_proto::frontend_service_server::FrontendServiceServer::new(
                 rpc::FrontendRpc::new(fe.clone()),
-            ),
+            )
+            // Runtime filter parts and merged filters (bounded where made).
+            .max_decoding_message_size(tethys_common::plan::cross_filters::MAX_MESSAGE)
+            .max_encoding_message_size(tethys_common::plan::cross_filters::MAX_MESSAGE),
             // Backends' calls carry the cluster token.
             fe.backends.pool().token().checker(),
         ))

@@ -280,6 +280,31 @@ impl FrontendService for FrontendRpc {
         }))
     }
 
+    async fn publish_runtime_filter(
+        &self,
+        req: Request<PublishRuntimeFilterRequest>,
+    ) -> Result<Response<PublishRuntimeFilterResponse>, Status> {
+        self.fe
+            .filter_merge
+            .publish(&req.into_inner())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        Ok(Response::new(PublishRuntimeFilterResponse {}))
+    }
+
+    async fn await_runtime_filter(
+        &self,
+        req: Request<AwaitRuntimeFilterRequest>,
+    ) -> Result<Response<AwaitRuntimeFilterResponse>, Status> {
+        let r = req.into_inner();
+        let wait = std::time::Duration::from_millis(r.wait_ms);
+        Ok(Response::new(
+            self.fe
+                .filter_merge
+                .fetch(&r.query_id, r.filter_id, wait)
+                .await,
+        ))
+    }
+
     async fn txn_operation(
         &self,
         req: Request<TxnOperationRequest>,

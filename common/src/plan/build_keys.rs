@@ -10,18 +10,22 @@
 //! [`BuildKeysExec`] over the join's build side evaluates the build key
 //! expressions on every batch and hands the arrays to the [`BuildKeys`]
 //! shared with the probe side's scans, which turn them into the filter the
-//! backends apply (`runtime_filter::current_filter`).
+//! backends apply (`fe/src/planner/runtime_filter.rs::current_filter`).
+//! The same collector gathers a build partition's keys on a backend for a
+//! filter across stages (`cross_filters.rs`) and merges the parts on the
+//! FE ([`BuildKeys::export`] / [`BuildKeys::absorb`]).
 
 use std::fmt;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 
+use super::cross_filters::{CrossFilters, Publish};
+use super::{BitmapFilterExpr, BloomFilterExpr, BloomKeys, IntKeys};
 use arrow::array::ArrayRef;
-use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::Result;
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
 use datafusion::functions_aggregate::min_max::{MaxAccumulator, MinAccumulator};
@@ -29,10 +33,9 @@ use datafusion::logical_expr::{Accumulator, Operator};
 use datafusion::physical_expr::expressions::{BinaryExpr, InListExpr, lit};
 use datafusion::physical_expr::{PhysicalExpr, PhysicalExprRef, conjunction};
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
 };
 use futures::{Stream, StreamExt};
-use tethys_common::plan::{BitmapFilterExpr, BloomFilterExpr, BloomKeys, IntKeys};
 
 /// Build sides of more rows than this are not kept as key arrays (memory):
 /// their keys go into an exact integer set or a bloom filter of bounded
@@ -145,6 +148,9 @@ struct State {
     /// Build-side partitions that have not yet delivered their last batch;
     /// `None` until the build side starts.
     pending: Option<usize>,
+    /// Some part arrived as its bounds only (a merge of parts too large to
+    /// send whole): no key set, bounds only.
+    bounds_only: bool,
 }
 
 impl fmt::Debug for BuildKeys {
@@ -174,6 +180,7 @@ impl BuildKeys {
                 types,
                 bounds,
                 pending: None,
+                bounds_only: false,
             }),
             exprs,
         })
@@ -184,7 +191,7 @@ impl BuildKeys {
     }
 
     /// Takes the keys of one build-side batch.
-    fn add(&self, batch: &RecordBatch) -> Result<()> {
+    pub fn add(&self, batch: &RecordBatch) -> Result<()> {
         let keys = self
             .exprs
             .iter()
@@ -221,12 +228,12 @@ impl BuildKeys {
     }
 
     /// The build side starts, with `partitions` output partitions.
-    fn start(&self, partitions: usize) {
+    pub fn start(&self, partitions: usize) {
         self.state().pending.get_or_insert(partitions);
     }
 
     /// One build-side partition delivered its last batch.
-    fn finish_partition(&self) {
+    pub fn finish_partition(&self) {
         if let Some(n) = self.state().pending.as_mut() {
             *n = n.saturating_sub(1);
         }
@@ -282,7 +289,7 @@ impl BuildKeys {
         max_in: usize,
     ) -> Option<Arc<dyn PhysicalExpr>> {
         let mut s = self.state();
-        if s.pending != Some(0) || probe.len() != self.exprs.len() {
+        if s.pending != Some(0) || probe.len() != self.exprs.len() || s.bounds_only {
             return None;
         }
         let mut parts = vec![];
@@ -318,6 +325,70 @@ impl BuildKeys {
     }
 }
 
+/// Parts of a filter across stages: exported where a build partition ran,
+/// absorbed by the merge node.
+impl BuildKeys {
+    /// The keys of a complete build side as one batch, a column `k<i>` per
+    /// key expression, to send to a merge node: every key, or, when there
+    /// were too many to keep ([`MAX_COLLECTED_ROWS`]), only the minimum and
+    /// maximum of each (`true`: bounds only).
+    pub fn export(&self) -> Result<(RecordBatch, bool)> {
+        let s = self.state();
+        if s.overflow.is_some() || s.bounds_only {
+            drop(s);
+            return Ok((self.export_bounds()?, true));
+        }
+        let mut columns: Vec<ArrayRef> = vec![];
+        for (arrays, t) in s.arrays.iter().zip(&s.types) {
+            let refs: Vec<&dyn arrow::array::Array> = arrays.iter().map(|a| a.as_ref()).collect();
+            columns.push(match refs.is_empty() {
+                true => arrow::array::new_empty_array(t),
+                false => arrow::compute::concat(&refs)?,
+            });
+        }
+        Ok((RecordBatch::try_new(key_schema(&s.types), columns)?, false))
+    }
+
+    /// The minimum and maximum of each key, as two rows of `k<i>` columns
+    /// (nulls where no build row had a non-null key).
+    pub fn export_bounds(&self) -> Result<RecordBatch> {
+        let mut s = self.state();
+        let mut columns: Vec<ArrayRef> = vec![];
+        for (min, max) in s.bounds.iter_mut() {
+            let lo = min.evaluate()?.to_array_of_size(1)?;
+            let hi = max.evaluate()?.to_array_of_size(1)?;
+            columns.push(arrow::compute::concat(&[lo.as_ref(), hi.as_ref()])?);
+        }
+        Ok(RecordBatch::try_new(key_schema(&s.types), columns)?)
+    }
+
+    /// Takes a part exported by another collector ([`BuildKeys::export`])
+    /// as one build-side partition, over `k<i>` columns.
+    pub fn absorb(&self, part: &RecordBatch, bounds_only: bool) -> Result<()> {
+        self.add(part)?;
+        if bounds_only {
+            self.state().bounds_only = true;
+        }
+        self.finish_partition();
+        Ok(())
+    }
+
+    /// The build key expressions.
+    pub fn exprs(&self) -> &[PhysicalExprRef] {
+        &self.exprs
+    }
+}
+
+/// Columns `k0..kn` of `types`, nullable.
+fn key_schema(types: &[DataType]) -> SchemaRef {
+    let fields: Vec<Field> = types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Field::new(format!("k{i}"), t.clone(), true))
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
 /// The cheapest exact-or-bloom test of `expr` being one of `values`: see
 /// [`BuildKeys::membership`].
 fn key_set(
@@ -343,24 +414,61 @@ fn key_set(
     BloomFilterExpr::build(expr, values).map(|b| Arc::new(b) as Arc<dyn PhysicalExpr>)
 }
 
+/// Where a [`BuildKeysExec`] puts the keys it collects.
+#[derive(Debug, Clone)]
+pub enum KeysTo {
+    /// A collector shared with the probe side's scans, in this process.
+    Shared(Arc<BuildKeys>),
+    /// The merge node: each build partition publishes its own keys when it
+    /// ends, for scans in other stages (`cross_filters.rs`).
+    Merge(Publish),
+}
+
 /// Passes a hash join's build side through unchanged, collecting its keys
-/// into a [`BuildKeys`].
+/// ([`KeysTo`]).
 #[derive(Debug)]
 pub struct BuildKeysExec {
     input: Arc<dyn ExecutionPlan>,
-    keys: Arc<BuildKeys>,
+    to: KeysTo,
 }
 
 impl BuildKeysExec {
+    /// Keys collected into `keys`, which the probe scans hold.
     pub fn new(input: Arc<dyn ExecutionPlan>, keys: Arc<BuildKeys>) -> Self {
-        BuildKeysExec { input, keys }
+        BuildKeysExec {
+            input,
+            to: KeysTo::Shared(keys),
+        }
+    }
+
+    /// Keys published to the merge node.
+    pub fn publishing(input: Arc<dyn ExecutionPlan>, publish: Publish) -> Self {
+        BuildKeysExec {
+            input,
+            to: KeysTo::Merge(publish),
+        }
+    }
+
+    pub fn to(&self) -> &KeysTo {
+        &self.to
+    }
+
+    fn exprs(&self) -> &[PhysicalExprRef] {
+        match &self.to {
+            KeysTo::Shared(keys) => &keys.exprs,
+            KeysTo::Merge(p) => &p.keys,
+        }
     }
 }
 
 impl DisplayAs for BuildKeysExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "BuildKeysExec: keys=[")?;
-        for (i, e) in self.keys.exprs.iter().enumerate() {
+        write!(f, "BuildKeysExec: ")?;
+        if let KeysTo::Merge(p) = &self.to {
+            write!(f, "filter={}, parts={}, ", p.filter_id, p.expected_parts)?;
+        }
+        write!(f, "keys=[")?;
+        for (i, e) in self.exprs().iter().enumerate() {
             if i > 0 {
                 write!(f, ", ")?;
             }
@@ -371,33 +479,7 @@ impl DisplayAs for BuildKeysExec {
 }
 
 impl ExecutionPlan for BuildKeysExec {
-    fn name(&self) -> &'static str {
-        "BuildKeysExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        self.input.properties()
-    }
-
-    /// No expressions of its own: the keys it takes are its input's columns.
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
-    }
-
-    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        vec![false]
-    }
+    crate::pass_through_exec_plan!("BuildKeysExec");
 
     fn with_new_children(
         self: Arc<Self>,
@@ -408,7 +490,10 @@ impl ExecutionPlan for BuildKeysExec {
         };
         // The same collector: the probe scans hold it. Rules rebuild plans
         // around a rewritten node this way; the build side stays the same.
-        Ok(Arc::new(BuildKeysExec::new(input, self.keys.clone())))
+        Ok(Arc::new(BuildKeysExec {
+            input,
+            to: self.to.clone(),
+        }))
     }
 
     fn execute(
@@ -416,20 +501,39 @@ impl ExecutionPlan for BuildKeysExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        self.keys
-            .start(self.input.output_partitioning().partition_count());
+        let input = self.input.execute(partition, context.clone())?;
+        let (keys, publish) = match &self.to {
+            KeysTo::Shared(keys) => {
+                keys.start(self.input.output_partitioning().partition_count());
+                (keys.clone(), None)
+            }
+            KeysTo::Merge(p) => {
+                // Without a merge node (a plan run where none is set up) the
+                // keys go nowhere: the scans wait their bounded time.
+                let Some(cross) = context.session_config().get_extension::<CrossFilters>() else {
+                    return Ok(input);
+                };
+                let keys = BuildKeys::try_new(p.keys.clone(), &self.input.schema())?;
+                keys.start(1);
+                (Arc::new(keys), Some((p.clone(), cross)))
+            }
+        };
         Ok(Box::pin(CollectStream {
-            input: self.input.execute(partition, context)?,
-            keys: self.keys.clone(),
+            input,
+            keys,
+            publish,
             done: false,
         }))
     }
 }
 
-/// One build-side partition's batches, passed on after their keys are taken.
+/// One build-side partition's batches, passed on after their keys are
+/// taken; the keys are published when the partition ends if they go to
+/// the merge node.
 struct CollectStream {
     input: SendableRecordBatchStream,
     keys: Arc<BuildKeys>,
+    publish: Option<(Publish, Arc<CrossFilters>)>,
     done: bool,
 }
 
@@ -447,6 +551,11 @@ impl Stream for CollectStream {
             None if !self.done => {
                 self.done = true;
                 self.keys.finish_partition();
+                if let Some((p, cross)) = &self.publish
+                    && let Err(e) = p.send(&self.keys, cross)
+                {
+                    return Poll::Ready(Some(Err(e)));
+                }
             }
             _ => {}
         }

@@ -1,0 +1,224 @@
+//! Stopping a query's stages on this backend when the FE says so:
+//!
+//! ```sql
+//! KILL QUERY 42;   -- or query_timeout, or the client going away
+//! ```
+//!
+//! A stage of a distributed plan runs here as long as something pulls it;
+//! an operator that computes for long between batches (a join's probe side
+//! already buffered here, an aggregate over it) does not notice that its
+//! consumer has gone. When a query ends the FE tells every backend
+//! (`CancelQuery`); the query's flag is set ([`QueryCancels`]) and every
+//! leaf of its stages ([`CancelCheckExec`], over scans and exchange readers
+//! alike) answers its next poll with Doris' "Query was cancelled", which
+//! ends the stage. A query cancelled before one of its tasks starts here
+//! (recently, [`REMEMBERED`]) starts cancelled.
+//!
+//! The stages run on the runtime that serves the backend's calls, and an
+//! operator fed by inputs that are always ready never yields its thread: a
+//! join counting billions of rows kept both threads of a 2-core backend
+//! for minutes, so that neither the cancel nor a heartbeat got through. The
+//! same check yields every [`SLICE`].
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
+use futures::{Stream, StreamExt};
+use tethys_common::TethysError;
+
+/// How long a cancelled query's id is remembered for tasks still to come.
+pub const REMEMBERED: Duration = Duration::from_secs(600);
+
+/// The longest a stage runs on a thread before it yields it (at the next
+/// batch a leaf is asked for).
+const SLICE: Duration = Duration::from_millis(10);
+
+/// Cancelled query ids remembered at most.
+const MAX_REMEMBERED: usize = 4096;
+
+/// A session extension: whether the task's query has been cancelled.
+#[derive(Debug, Default)]
+pub struct Cancelled(AtomicBool);
+
+impl Cancelled {
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// The cancellation flags of the queries with tasks here.
+#[derive(Default)]
+pub struct QueryCancels {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    running: HashMap<String, Weak<Cancelled>>,
+    recent: VecDeque<(String, Instant)>,
+}
+
+impl QueryCancels {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The flag of `query`'s tasks (set already if it was cancelled).
+    pub fn of(&self, query: &str) -> Arc<Cancelled> {
+        let mut s = self.lock();
+        if let Some(f) = s.running.get(query).and_then(Weak::upgrade) {
+            return f;
+        }
+        s.running.retain(|_, f| f.strong_count() > 0);
+        let flag = Arc::new(Cancelled::default());
+        if s.recent.iter().any(|(q, _)| q == query) {
+            flag.0.store(true, Ordering::Release);
+        }
+        s.running.insert(query.to_string(), Arc::downgrade(&flag));
+        flag
+    }
+
+    /// Cancels `query`'s tasks here, and those that start later.
+    pub fn cancel(&self, query: &str) {
+        let mut s = self.lock();
+        if let Some(f) = s.running.get(query).and_then(Weak::upgrade) {
+            f.0.store(true, Ordering::Release);
+        }
+        while s
+            .recent
+            .front()
+            .is_some_and(|(_, at)| at.elapsed() > REMEMBERED)
+            || s.recent.len() >= MAX_REMEMBERED
+        {
+            s.recent.pop_front();
+        }
+        s.recent.push_back((query.to_string(), Instant::now()));
+    }
+}
+
+/// `plan` with a [`CancelCheckExec`] over each of its leaves. Last of the
+/// worker's rewrites: the checks would stop filter pushdown to the scans.
+pub fn with_cancel_checks(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    Ok(plan
+        .transform_up(|p| {
+            if p.children().is_empty() {
+                let checked: Arc<dyn ExecutionPlan> = Arc::new(CancelCheckExec { input: p });
+                return Ok(Transformed::new(checked, true, TreeNodeRecursion::Continue));
+            }
+            Ok(Transformed::no(p))
+        })?
+        .data)
+}
+
+/// Passes its input through until the query is cancelled, then fails.
+#[derive(Debug)]
+pub struct CancelCheckExec {
+    input: Arc<dyn ExecutionPlan>,
+}
+
+impl DisplayAs for CancelCheckExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "CancelCheckExec")
+    }
+}
+
+impl ExecutionPlan for CancelCheckExec {
+    tethys_common::pass_through_exec_plan!("CancelCheckExec");
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let Some(input) = children.pop() else {
+            return datafusion::common::internal_err!("CancelCheckExec needs its input");
+        };
+        Ok(Arc::new(CancelCheckExec { input }))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context.clone())?;
+        match context.session_config().get_extension::<Cancelled>() {
+            Some(flag) => Ok(Box::pin(CheckedStream {
+                input,
+                flag,
+                failed: false,
+                ran_since: Instant::now(),
+            })),
+            None => Ok(input),
+        }
+    }
+}
+
+struct CheckedStream {
+    input: SendableRecordBatchStream,
+    flag: Arc<Cancelled>,
+    failed: bool,
+    /// When the stage last gave its thread back.
+    ran_since: Instant,
+}
+
+impl Stream for CheckedStream {
+    type Item = Result<RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.failed {
+            return Poll::Ready(None);
+        }
+        if self.flag.is_set() {
+            self.failed = true;
+            let e = DataFusionError::External(Box::new(TethysError::Cancelled));
+            return Poll::Ready(Some(Err(e)));
+        }
+        // Operators whose inputs are always ready (a join's probe side
+        // already here) never yield by themselves: the stage gives its
+        // thread back every slice, or the backend's own calls (this
+        // cancel, heartbeats) wait for the whole query.
+        if self.ran_since.elapsed() > SLICE {
+            self.ran_since = Instant::now();
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        self.input.poll_next_unpin(cx)
+    }
+}
+
+impl RecordBatchStream for CheckedStream {
+    fn schema(&self) -> SchemaRef {
+        self.input.schema()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cancel_reaches_running_tasks_and_those_still_to_come() {
+        let q = QueryCancels::default();
+        let running = q.of("a");
+        let other = q.of("b");
+        assert!(!running.is_set());
+        q.cancel("a");
+        assert!(running.is_set());
+        assert!(!other.is_set(), "another query goes on");
+        assert!(
+            q.of("a").is_set(),
+            "a task of a cancelled query starts cancelled"
+        );
+        assert!(!q.of("c").is_set());
+    }
+}

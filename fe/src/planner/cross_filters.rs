@@ -1,0 +1,253 @@
+//! Runtime filters across the stages of a distributed plan:
+//!
+//! ```sql
+//! SELECT sum(l_extendedprice) / 7.0 FROM lineitem JOIN part ON p_partkey = l_partkey
+//!     WHERE p_brand = 'Brand#23' AND p_container = 'MED BOX'
+//!       AND l_quantity < (SELECT 0.2 * avg(l_quantity) FROM lineitem
+//!                         WHERE l_partkey = p_partkey);   -- TPC-H q17
+//! ```
+//!
+//! DataFusion pushes each join's filter down its probe side to the scans,
+//! through aggregates on the key and exchanges alike, and the FE's rules
+//! keep those worth applying (`runtime_filter.rs`). Cut into stages, a scan
+//! may sit in another stage than its join: here the second lineitem scan,
+//! two exchanges below the partitioned join with the few parts. For each
+//! such pair the join's build side gets a `BuildKeysExec` publishing to the
+//! FE's merge node (every build partition sends its keys), and the scan's
+//! fragment names the filter (`OlapScanNodePb::remote_filters`), which the
+//! backend fetches when the scan starts
+//! (`tethys_common::plan::cross_filters`). A join and a scan in one stage
+//! meet on the backend, which plans their filter again
+//! (`be/src/service/worker.rs`). Key collectors shared with scans in the
+//! FE's process stay in the FE's own stage only: they have no wire form.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::error::Result;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
+use datafusion_distributed::{DistributedLeafExec, NetworkBoundaryExt, Stage};
+use tethys_common::plan::OlapScanExec;
+use tethys_common::plan::build_keys::{BuildKeysExec, KeysTo};
+use tethys_common::plan::cross_filters::{NO_COLUMN, Publish};
+use tethys_proto::RemoteRuntimeFilterPb;
+
+use super::remote::BeFragmentExec;
+
+/// Where each join's filter is built and which stages' scans hold it.
+#[derive(Default)]
+struct Survey {
+    /// Filter id -> (stage, parts its build side publishes), for joins
+    /// whose build partitions can be counted.
+    joins: HashMap<u64, (usize, u32)>,
+    /// (stage, filter id) of each scan on the backends holding a filter.
+    scans: Vec<(usize, u64)>,
+    stages: usize,
+}
+
+impl Survey {
+    fn walk(&mut self, plan: &Arc<dyn ExecutionPlan>, stage: usize, tasks: usize) {
+        if let Some(nb) = plan.as_network_boundary() {
+            if let Stage::Local(s) = nb.input_stage() {
+                self.stages += 1;
+                let below = self.stages;
+                self.walk(&s.plan, below, s.tasks);
+            }
+            return;
+        }
+        if let Some(j) = plan.downcast_ref::<HashJoinExec>()
+            && let Some(parts) = build_parts(j, tasks)
+        {
+            for id in j
+                .dynamic_expressions_produced()
+                .iter()
+                .filter_map(|d| d.expression_id())
+            {
+                self.joins.insert(id, (stage, parts));
+            }
+        }
+        if let Some(leaf) = plan.downcast_ref::<DistributedLeafExec>()
+            && let Some(be) = leaf.original().downcast_ref::<BeFragmentExec>()
+        {
+            self.scans.extend(
+                be.runtime_filters()
+                    .iter()
+                    .filter_map(|f| f.expression_id())
+                    .map(|id| (stage, id)),
+            );
+        }
+        for c in plan.children() {
+            self.walk(c, stage, tasks);
+        }
+    }
+
+    /// Filters whose join and some scan are in different stages, with the
+    /// parts their build side publishes.
+    fn crossing(&self) -> HashMap<u64, u32> {
+        self.scans
+            .iter()
+            .filter_map(|(stage, id)| {
+                let (join_stage, parts) = self.joins.get(id)?;
+                (join_stage != stage).then_some((*id, *parts))
+            })
+            .collect()
+    }
+}
+
+/// The build partitions that publish a join's keys in a stage of `tasks`
+/// tasks: each partition of each task for a partitioned join (their keys
+/// are disjoint); one for a broadcast join (every task builds all keys);
+/// `None` when the count cannot be known.
+fn build_parts(j: &HashJoinExec, tasks: usize) -> Option<u32> {
+    let partitions = j.left().output_partitioning().partition_count();
+    match j.partition_mode() {
+        PartitionMode::Partitioned => u32::try_from(tasks.max(1) * partitions).ok(),
+        PartitionMode::CollectLeft if partitions == 1 => Some(1),
+        _ => None,
+    }
+}
+
+/// `plan` (distributed) with the filters of joins feeding scans of other
+/// stages sent through the merge node, and the FE-only key collectors
+/// taken out of the stages that go to backends.
+pub fn link(plan: Arc<dyn ExecutionPlan>, max_in: usize) -> Result<Arc<dyn ExecutionPlan>> {
+    let mut survey = Survey::default();
+    survey.walk(&plan, 0, 1);
+    let crossing = survey.crossing();
+    rewrite(plan, true, &crossing, max_in as u32)
+}
+
+fn rewrite(
+    plan: Arc<dyn ExecutionPlan>,
+    head: bool,
+    crossing: &HashMap<u64, u32>,
+    max_in: u32,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    Ok(plan
+        .transform_down(|p| {
+            let mut p = p;
+            let mut changed = false;
+            if !head {
+                while p
+                    .downcast_ref::<BuildKeysExec>()
+                    .is_some_and(|b| matches!(b.to(), KeysTo::Shared(_)))
+                    && let Some(input) = p.children().first().map(|c| (*c).clone())
+                {
+                    p = input;
+                    changed = true;
+                }
+            }
+            if p.is_network_boundary() {
+                let below: Vec<Arc<dyn ExecutionPlan>> =
+                    p.children().into_iter().cloned().collect();
+                let Ok([stage]) = <[_; 1]>::try_from(below) else {
+                    return Ok(Transformed::new(p, changed, TreeNodeRecursion::Jump));
+                };
+                let stage = rewrite(stage, false, crossing, max_in)?;
+                #[allow(deprecated)]
+                let p = p.with_new_children(vec![stage])?;
+                return Ok(Transformed::new(p, true, TreeNodeRecursion::Jump));
+            }
+            if let Some(j) = p.downcast_ref::<HashJoinExec>()
+                && let Some((id, parts)) = j
+                    .dynamic_expressions_produced()
+                    .iter()
+                    .filter_map(|d| d.expression_id())
+                    .find_map(|id| Some((id, *crossing.get(&id)?)))
+            {
+                let publish = Publish {
+                    filter_id: id,
+                    keys: j.on().iter().map(|(l, _)| l.clone()).collect(),
+                    expected_parts: parts,
+                    max_in,
+                };
+                let sink = BuildKeysExec::publishing(j.left().clone(), publish);
+                let probe = j.right().clone();
+                #[allow(deprecated)]
+                let p = p.clone().with_new_children(vec![Arc::new(sink), probe])?;
+                return Ok(Transformed::yes(p));
+            }
+            if let Some(leaf) = p.downcast_ref::<DistributedLeafExec>()
+                && let Some(be) = leaf.original().downcast_ref::<BeFragmentExec>()
+            {
+                let filters: Vec<&Arc<dyn PhysicalExpr>> = be
+                    .runtime_filters()
+                    .iter()
+                    .filter(|f| {
+                        f.expression_id()
+                            .is_some_and(|id| crossing.contains_key(&id))
+                    })
+                    .collect();
+                if filters.is_empty() {
+                    return Ok(Transformed::new(p, changed, TreeNodeRecursion::Jump));
+                }
+                let variants = leaf
+                    .variants()
+                    .iter()
+                    .map(|v| with_remote_filters(v, &filters))
+                    .collect::<Result<Vec<_>>>()?;
+                let leaf = DistributedLeafExec::try_new(leaf.original().clone(), variants)?;
+                return Ok(Transformed::new(
+                    Arc::new(leaf) as Arc<dyn ExecutionPlan>,
+                    true,
+                    TreeNodeRecursion::Jump,
+                ));
+            }
+            Ok(Transformed::new(p, changed, TreeNodeRecursion::Continue))
+        })?
+        .data)
+}
+
+/// `variant` (a backend's fragment) with its scan naming `filters` (over
+/// the fragment's output, which the FE's scan node had) on the scan's own
+/// columns: a key that is not the same column of the scan is not tested.
+fn with_remote_filters(
+    variant: &Arc<dyn ExecutionPlan>,
+    filters: &[&Arc<dyn PhysicalExpr>],
+) -> Result<Arc<dyn ExecutionPlan>> {
+    Ok(variant
+        .clone()
+        .transform_up(|p| {
+            let Some(scan) = p.downcast_ref::<OlapScanExec>() else {
+                return Ok(Transformed::no(p));
+            };
+            let schema = scan.schema();
+            let mut node = scan.node().clone();
+            let have: HashSet<u64> = node.remote_filters.iter().map(|f| f.filter_id).collect();
+            for f in filters {
+                let Some(id) = f.expression_id().filter(|id| !have.contains(id)) else {
+                    continue;
+                };
+                let probe_columns: Vec<u32> = f
+                    .children()
+                    .into_iter()
+                    .map(|c| {
+                        c.downcast_ref::<Column>()
+                            .filter(|c| {
+                                schema
+                                    .fields()
+                                    .get(c.index())
+                                    .is_some_and(|f| f.name() == c.name())
+                            })
+                            .and_then(|c| u32::try_from(c.index()).ok())
+                            .unwrap_or(NO_COLUMN)
+                    })
+                    .collect();
+                if probe_columns.iter().all(|c| *c == NO_COLUMN) {
+                    continue;
+                }
+                node.remote_filters.push(RemoteRuntimeFilterPb {
+                    filter_id: id,
+                    probe_columns,
+                });
+            }
+            let scan = OlapScanExec::try_new(node)
+                .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+            Ok(Transformed::yes(Arc::new(scan) as Arc<dyn ExecutionPlan>))
+        })?
+        .data)
+}
