@@ -129,6 +129,124 @@ async fn joins_and_aggregations_run_over_three_backends() {
     assert!(!on_fe_plan.contains("HASH_PARTITIONED: v@"), "{on_fe_plan}");
 }
 
+/// Joins of colocated tables, each with the answers of the plans that
+/// exchange rows: on the distribution column (plain, outer, and under a
+/// join with an aggregate hashed on the same key, which must not take the
+/// buckets for DataFusion's hash), over the backends and on the FE.
+const COLOCATED: &[&str] = &[
+    "SELECT o.p, count(*), sum(l.v) FROM d.o JOIN d.l ON o.k = l.k GROUP BY o.p ORDER BY o.p",
+    "SELECT count(*), count(o.k), sum(l.v) FROM d.l LEFT JOIN d.o ON l.k = o.k",
+    "SELECT count(*), sum(a.c), sum(l.v) FROM d.o JOIN d.l ON o.k = l.k \
+     JOIN (SELECT k, count(*) c FROM d.l GROUP BY k HAVING count(*) > 3) a ON a.k = o.k",
+    "SELECT count(*) FROM d.o JOIN d.l ON o.k = l.k WHERE l.v < 100 AND o.p = 2",
+];
+
+async fn colocated_answers(c: &mut Conn, mpp: bool, colocate: bool) -> Vec<Vec<Vec<String>>> {
+    run_all(
+        c,
+        &[
+            &format!("SET enable_mpp_execution = {mpp}"),
+            &format!("SET disable_colocate_plan = {}", !colocate),
+        ],
+    )
+    .await;
+    let mut out = vec![];
+    for q in COLOCATED {
+        out.push(query_rows(c, q).await);
+    }
+    out
+}
+
+/// Tables of one colocation group keep each bucket on one backend, so a
+/// join on their distribution columns runs where the buckets are: no
+/// exchange below it, `COLOCATE` in EXPLAIN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn colocated_tables_join_where_their_buckets_are() {
+    let (_fe, _bes, mut c, _ids) = cluster(&binary(), 3, &["--default-replication-num", "1"]).await;
+    run_all(
+        &mut c,
+        &[
+            "CREATE TABLE d.o (k INT, p INT) DUPLICATE KEY(k) \
+             DISTRIBUTED BY HASH(k) BUCKETS 6 PROPERTIES (\"colocate_with\" = \"g\")",
+            // Partitions of a member follow the group's placement too.
+            "CREATE TABLE d.l (k INT, n INT, v INT) DUPLICATE KEY(k, n) \
+             PARTITION BY RANGE(k) (PARTITION p1 VALUES LESS THAN (\"5000\"), \
+             PARTITION p2 VALUES LESS THAN (MAXVALUE)) \
+             DISTRIBUTED BY HASH(k) BUCKETS 6 PROPERTIES (\"colocate_with\" = \"g\")",
+            "INSERT INTO d.o SELECT number, number % 5 FROM numbers(\"number\" = \"10000\")",
+            "INSERT INTO d.l SELECT number % 12000, number % 4, number % 997 \
+             FROM numbers(\"number\" = \"40000\")",
+        ],
+    )
+    .await;
+    let groups = query_rows(&mut c, "SHOW PROC '/colocation_group'").await;
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let g = &groups[0];
+    assert!(g[1].ends_with("_g"), "{g:?}");
+    assert_eq!(g[2].split(", ").count(), 2, "{g:?}");
+    assert_eq!(
+        (g[3].as_str(), g[5].as_str(), g[6].as_str()),
+        ("6", "int", "true")
+    );
+    // Bucket b of every partition of both tables on one backend, the
+    // buckets spread over the three.
+    let on = |rows: &[Vec<String>]| rows.iter().map(|r| r[2].clone()).collect::<Vec<_>>();
+    let o = on(&query_rows(&mut c, "SHOW TABLETS FROM d.o").await);
+    let l = on(&query_rows(&mut c, "SHOW TABLETS FROM d.l").await);
+    assert_eq!(l.len(), 12);
+    assert_eq!(&l[..6], &o[..]);
+    assert_eq!(&l[6..], &o[..]);
+    let mut spread = o.clone();
+    spread.sort();
+    spread.dedup();
+    assert_eq!(spread.len(), 3, "{o:?}");
+
+    run_all(&mut c, &["SET broadcast_row_count_limit = 1000"]).await;
+    let colocated = colocated_answers(&mut c, true, true).await;
+    for (q, a) in COLOCATED.iter().zip(&colocated) {
+        assert!(!a.is_empty(), "{q} answers rows");
+    }
+    // Keys 0..12000 of l, 0..10000 of o: 34000 of 40000 rows match.
+    assert_eq!(&colocated[1][0][..2], &["40000", "34000"], "{colocated:?}");
+    assert_eq!(colocated_answers(&mut c, true, false).await, colocated);
+    assert_eq!(colocated_answers(&mut c, false, true).await, colocated);
+    assert_eq!(colocated_answers(&mut c, false, false).await, colocated);
+    // Without runtime filters too (on the FE, the colocated join's filter
+    // tests every build key: its scans' rows are dealt by bucket, not where
+    // DataFusion's routing hash would look for them).
+    run_all(&mut c, &["SET runtime_filter_mode = 'OFF'"]).await;
+    assert_eq!(colocated_answers(&mut c, true, true).await, colocated);
+    run_all(&mut c, &["SET runtime_filter_mode = 'GLOBAL'"]).await;
+
+    run_all(
+        &mut c,
+        &[
+            "SET enable_mpp_execution = true",
+            "SET disable_colocate_plan = false",
+        ],
+    )
+    .await;
+    let plan = explain(&mut c, COLOCATED[0]).await;
+    assert!(plan.contains("JOIN(COLOCATE)"), "{plan}");
+    assert!(plan.contains("HAS_COLO_PLAN_NODE: true"), "{plan}");
+    // The join and both scans in one fragment: no exchange below the join.
+    let fragment = plan
+        .split("PLAN FRAGMENT")
+        .find(|f| f.contains("JOIN(COLOCATE)"))
+        .unwrap_or_default();
+    assert!(
+        fragment.contains("TABLE: d.o(o)") && fragment.contains("TABLE: d.l(l)"),
+        "{plan}"
+    );
+    // A join on other columns exchanges rows as ever.
+    let other = explain(&mut c, "SELECT count(*) FROM d.o JOIN d.l ON o.p = l.n").await;
+    assert!(!other.contains("COLOCATE"), "{other}");
+    assert!(other.contains("HAS_COLO_PLAN_NODE: false"), "{other}");
+    run_all(&mut c, &["SET disable_colocate_plan = true"]).await;
+    let off = explain(&mut c, COLOCATED[0]).await;
+    assert!(!off.contains("COLOCATE"), "{off}");
+}
+
 /// A backend killed: the next query finds it gone, is planned again over the
 /// others (three replicas of each tablet) and answers in full.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,7 +36,7 @@ use futures::StreamExt;
 use tethys_common::Result;
 use tethys_proto::{BackendAddrPb, CloneTabletRequest, DropTabletsRequest};
 
-use crate::catalog::{BackendInfo, CatalogState, EditOp, Replica, TabletRef};
+use crate::catalog::{BackendInfo, CatalogState, EditOp, Replica, TabletRef, colocation};
 use crate::frontend::Frontend;
 
 /// Doris' `tablet_repair_delay_factor_second`.
@@ -168,11 +168,23 @@ fn plan(state: &CatalogState, view: &View, first: &BTreeSet<i64>) -> Vec<Task> {
         .map(|b| (*b, held.get(b).copied().unwrap_or(0)))
         .collect();
     let mut tablets: Vec<(bool, usize, i64, &TabletRef)> = vec![];
-    for t in state.databases.values().flat_map(|d| d.tables.values()) {
-        for p in &t.partitions {
-            for tablet in &p.tablets {
-                let want = t.replication_num();
-                tablets.push((!first.contains(&t.id), want, p.visible_version, tablet));
+    // Balancing moves no tablet of a colocation group: its buckets stay on
+    // the group's backends. Repairs still move them, which leaves the group
+    // unstable (its joins exchange data): Tethys does not yet move a group's
+    // replicas back into line as Doris' colocate balancer does.
+    let mut movable: Vec<(bool, usize, i64, &TabletRef)> = vec![];
+    for d in state.databases.values() {
+        for t in d.tables.values() {
+            let colocated = t.properties.contains_key(colocation::COLOCATE_WITH);
+            for p in &t.partitions {
+                for tablet in &p.tablets {
+                    let want = t.replication_num();
+                    let entry = (!first.contains(&t.id), want, p.visible_version, tablet);
+                    tablets.push(entry);
+                    if !colocated {
+                        movable.push(entry);
+                    }
+                }
             }
         }
     }
@@ -182,7 +194,7 @@ fn plan(state: &CatalogState, view: &View, first: &BTreeSet<i64>) -> Vec<Task> {
         plan_tablet(tablet, *want, *visible, view, &mut load, &mut tasks);
     }
     if tasks.is_empty() {
-        rebalance(&tablets, view, &mut load, &mut tasks);
+        rebalance(&movable, view, &mut load, &mut tasks);
     }
     tasks
 }

@@ -329,6 +329,7 @@ impl TxnManager {
                         .push(TabletVersion {
                             tablet_id: tab.id,
                             version: v.version,
+                            bucket: 0,
                         });
                 }
             }

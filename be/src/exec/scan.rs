@@ -297,6 +297,7 @@ mod tests {
             tablets: vec![TabletVersion {
                 tablet_id: 1,
                 version,
+                bucket: 0,
             }],
             partitions: 1,
             ..Default::default()

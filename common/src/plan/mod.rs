@@ -22,7 +22,7 @@ pub use bitmap::{BitmapFilterExpr, IntKeys, MAX_BITMAP_RANGE};
 pub use bloom::{BLOOM_FPP, BloomFilterExpr, BloomKeys, map_keys as bloom_key_bytes};
 pub use codec::TethysCodec;
 pub use exact_decimal::{ExactDecimalExpr, exact_decimal_arithmetic, exact_decimal_expr};
-pub use olap_scan::OlapScanExec;
+pub use olap_scan::{OlapScanExec, map_scans, scan_tablets};
 pub use profile::{FragmentProfile, PROFILE_MAGIC};
 pub use push_agg::{
     PushedAgg, PushedAggKind, op_name as push_agg_op_name, pushable as pushable_agg,

@@ -90,17 +90,65 @@ impl OlapScanExec {
         self.node.partitions.max(1) as usize
     }
 
-    /// The tablets of output partition `i` (round-robin over the tablet list).
+    /// The tablets of output partition `i`: round-robin over the tablet
+    /// list, or (`by_bucket`) those whose bucket is `i` modulo the partition
+    /// count, so two scans of colocated tables meet bucket by bucket.
     pub fn tablets_of_partition(&self, i: usize) -> Vec<(i64, i64)> {
         let n = self.partition_count();
+        let by_bucket = self.node.by_bucket;
         self.node
             .tablets
             .iter()
             .enumerate()
-            .filter(|(k, _)| k % n == i)
+            .filter(|(k, t)| {
+                if by_bucket {
+                    t.bucket as usize % n == i
+                } else {
+                    k % n == i
+                }
+            })
             .map(|(_, t)| (t.tablet_id, t.version))
             .collect()
     }
+}
+
+/// `plan` with `f` applied to the wire form of each of its scans, the
+/// operators above rebuilt (they take the scans' new partition counts).
+pub fn map_scans(
+    plan: Arc<dyn ExecutionPlan>,
+    f: impl Fn(&mut OlapScanNodePb),
+) -> Result<Arc<dyn ExecutionPlan>> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    let out = plan.transform_up(|p| {
+        let Some(scan) = p.downcast_ref::<OlapScanExec>() else {
+            #[allow(deprecated)]
+            let children: Vec<Arc<dyn ExecutionPlan>> = p.children().into_iter().cloned().collect();
+            if children.is_empty() {
+                return Ok(Transformed::no(p));
+            }
+            #[allow(deprecated)]
+            return Ok(Transformed::yes(p.with_new_children(children)?));
+        };
+        let mut node = scan.node().clone();
+        f(&mut node);
+        let scan =
+            OlapScanExec::try_new(node).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        Ok(Transformed::yes(Arc::new(scan) as Arc<dyn ExecutionPlan>))
+    })?;
+    Ok(out.data)
+}
+
+/// The tablets the scans of `plan` read.
+pub fn scan_tablets(plan: &Arc<dyn ExecutionPlan>) -> Vec<tethys_proto::TabletVersion> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    let mut out = vec![];
+    let _ = plan.apply(|p| {
+        if let Some(scan) = p.downcast_ref::<OlapScanExec>() {
+            out.extend(scan.node().tablets.iter().cloned());
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    out
 }
 
 impl DisplayAs for OlapScanExec {
@@ -136,5 +184,46 @@ impl ExecutionPlan for OlapScanExec {
         Err(DataFusionError::Internal(
             "OlapScanExec is a fragment leaf and runs only on a backend".into(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tethys_proto::TabletVersion;
+
+    fn scan(by_bucket: bool) -> OlapScanExec {
+        // Two range partitions of four buckets, on one backend.
+        let tablets = (0..8)
+            .map(|i| TabletVersion {
+                tablet_id: 100 + i,
+                version: 2,
+                bucket: (i % 4) as u32,
+            })
+            .collect();
+        OlapScanExec::try_new(OlapScanNodePb {
+            tablets,
+            partitions: 3,
+            by_bucket,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn ids(s: &OlapScanExec, i: usize) -> Vec<i64> {
+        s.tablets_of_partition(i).iter().map(|t| t.0).collect()
+    }
+
+    #[test]
+    fn tablets_are_dealt_round_robin_or_by_bucket() {
+        let rr = scan(false);
+        assert_eq!(ids(&rr, 0), vec![100, 103, 106]);
+        assert_eq!(ids(&rr, 1), vec![101, 104, 107]);
+        // By bucket: a bucket's tablets of every partition in one output
+        // partition, bucket b in partition b % 3.
+        let bb = scan(true);
+        assert_eq!(ids(&bb, 0), vec![100, 103, 104, 107]);
+        assert_eq!(ids(&bb, 1), vec![101, 105]);
+        assert_eq!(ids(&bb, 2), vec![102, 106]);
     }
 }

@@ -1,6 +1,7 @@
 //! The FE catalog: databases, tables, partitions, tablets, backends and
 //! transactions, kept in memory and made durable through the edit log.
 
+pub mod colocation;
 pub mod journal;
 pub mod model;
 

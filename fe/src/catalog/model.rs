@@ -236,6 +236,18 @@ impl TabletRef {
         version: i64,
         alive: &std::collections::BTreeSet<i64>,
     ) -> tethys_common::Result<i64> {
+        self.read_replica_by(version, alive, self.id.unsigned_abs())
+    }
+
+    /// [`Self::read_replica`], spreading by `spread` instead of the tablet
+    /// id: a colocation group's tablets spread by bucket, so the tablets of
+    /// one bucket are read on one backend.
+    pub fn read_replica_by(
+        &self,
+        version: i64,
+        alive: &std::collections::BTreeSet<i64>,
+        spread: u64,
+    ) -> tethys_common::Result<i64> {
         let mut up: Vec<i64> = self
             .current(version, |b| alive.contains(&b))
             .map(|r| r.backend_id)
@@ -258,7 +270,7 @@ impl TabletRef {
                     .collect::<Vec<_>>()
                     .join(", ")
             ))),
-            n => Ok(up[self.id.unsigned_abs() as usize % n]),
+            n => Ok(up[(spread % n as u64) as usize]),
         }
     }
 }

@@ -129,6 +129,7 @@ pub async fn execute(fe: &Arc<Frontend>, session: &mut Session, stmt: Statement)
         | S::ShowQueryProfile { .. }
         | S::ShowProcessList
         | S::ShowBackends
+        | S::ShowColocationGroups
         | S::ShowFrontends
         | S::ShowTransaction { .. }
         | S::ShowLoad { .. }

@@ -181,28 +181,13 @@ fn with_scan(
     backend: i64,
     empty: bool,
 ) -> DfResult<Arc<dyn ExecutionPlan>> {
-    let out = fragment.clone().transform_up(|p| {
-        let Some(scan) = p.downcast_ref::<OlapScanExec>() else {
-            // Parents take their children's new partition counts.
-            #[allow(deprecated)]
-            let children: Vec<Arc<dyn ExecutionPlan>> = p.children().into_iter().cloned().collect();
-            if children.is_empty() {
-                return Ok(Transformed::no(p));
-            }
-            #[allow(deprecated)]
-            return Ok(Transformed::yes(p.with_new_children(children)?));
-        };
-        let mut node = scan.node().clone();
+    tethys_common::plan::map_scans(fragment.clone(), |node| {
         node.partitions = partitions as u32;
         node.backend_id = backend;
         if empty {
             node.tablets.clear();
         }
-        let scan =
-            OlapScanExec::try_new(node).map_err(|e| DataFusionError::External(Box::new(e)))?;
-        Ok(Transformed::yes(Arc::new(scan) as Arc<dyn ExecutionPlan>))
-    })?;
-    Ok(out.data)
+    })
 }
 
 /// Each task of a stage reading tables goes to the backend of its variant.

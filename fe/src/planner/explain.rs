@@ -45,6 +45,8 @@ struct Fragment {
     /// Exchange id this fragment sends to (none for fragment 0).
     sink_exchange: Option<usize>,
     root: Option<RNode>,
+    /// It holds a colocate join (`HAS_COLO_PLAN_NODE`).
+    colocated: bool,
 }
 
 struct Builder {
@@ -154,6 +156,7 @@ impl Builder {
                 sink: "UNPARTITIONED".into(),
                 sink_exchange: None,
                 root: None,
+                colocated: false,
             });
             self.scan_runtime_filters = self.scan_filters(be.runtime_filters());
             self.scan_push_agg = be.fragments().first().and_then(|(_, p)| scan_push_agg(p));
@@ -229,6 +232,10 @@ impl Builder {
         } else if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
             let dist = match j.partition_mode() {
                 PartitionMode::CollectLeft => "BROADCAST",
+                _ if super::colocate::is_colocated(j) => {
+                    self.fragments[self.current].colocated = true;
+                    "COLOCATE"
+                }
                 _ => "PARTITIONED",
             };
             attrs.push(format!(
@@ -332,6 +339,7 @@ impl Builder {
             sink,
             sink_exchange: None,
             root: None,
+            colocated: false,
         });
         let outer = std::mem::replace(&mut self.current, frag_idx);
         let root = self.node(plan, limit, None);
@@ -521,6 +529,7 @@ fn render(plan: &Arc<dyn ExecutionPlan>, output_names: &[String], analyze: bool)
             sink: "UNPARTITIONED".into(),
             sink_exchange: None,
             root: None,
+            colocated: false,
         }],
         current: 0,
         next_id: 0,
@@ -540,7 +549,7 @@ fn render(plan: &Arc<dyn ExecutionPlan>, output_names: &[String], analyze: bool)
         }
         out.push(format!("  PARTITION: {}", f.partition));
         out.push(String::new());
-        out.push("  HAS_COLO_PLAN_NODE: false".into());
+        out.push(format!("  HAS_COLO_PLAN_NODE: {}", f.colocated));
         out.push(String::new());
         if i == 0 {
             out.push("  VRESULT SINK".into());

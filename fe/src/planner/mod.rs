@@ -6,6 +6,7 @@
 //! [`remote::BeFragmentExec`]: the part of the plan that runs on backends
 //! (scan, filter, projection), serialized and sent over Arrow Flight.
 
+mod colocate;
 mod cross_filters;
 pub mod distribute;
 pub mod explain;
@@ -88,8 +89,12 @@ pub struct StatementCtx {
 fn physical_rules(
     scan_agg: bool,
     distributed: bool,
+    colocate: bool,
 ) -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
+    if colocate && let Some(at) = rules.iter().position(|r| r.name() == "EnsureRequirements") {
+        rules.insert(at + 1, Arc::new(colocate::ColocateJoins));
+    }
     let at = rules
         .iter()
         .position(|r| r.name() == "join_selection")
@@ -192,7 +197,11 @@ pub fn statement_context(
         .with_config(config)
         .with_runtime_env(runtime)
         .with_default_features()
-        .with_physical_optimizer_rules(physical_rules(vars.pushdown_agg_to_scan(), distributed));
+        .with_physical_optimizer_rules(physical_rules(
+            vars.pushdown_agg_to_scan(),
+            distributed,
+            !vars.disable_colocate_plan(),
+        ));
     if !vars.disable_join_reorder() {
         builder = builder.with_optimizer_rule(Arc::new(join_reorder::ReorderJoins {
             max_relations: vars.max_join_number_of_reorder(),

@@ -53,6 +53,11 @@ pub struct FragmentInfo {
     pub colocated: Option<Vec<String>>,
     /// The table's column statistics (`ANALYZE TABLE`), for estimates.
     pub column_stats: Arc<super::selectivity::ColumnStatsMap>,
+    /// The hash distribution columns, in order (empty: random).
+    pub bucket_columns: Vec<String>,
+    /// The table's colocation group, when it is stable (each bucket read
+    /// on one backend, the same for every table of the group).
+    pub colocate_group: Option<String>,
 }
 
 /// Fragments running on backends, seen as one DataFusion leaf.
@@ -76,6 +81,10 @@ pub struct BeFragmentExec {
     /// The backends' counters of this execution, summed over partitions as
     /// their streams finish (`EXPLAIN ANALYZE`, query profiles).
     profile: Arc<std::sync::Mutex<FragmentProfile>>,
+    /// Dealt to partitions by bucket, hash partitioned on these (the
+    /// distribution columns) by the table's bucket hash: one side of a
+    /// colocate join (`colocate.rs`).
+    by_bucket: Option<Vec<Arc<dyn PhysicalExpr>>>,
 }
 
 impl BeFragmentExec {
@@ -86,17 +95,7 @@ impl BeFragmentExec {
         info: FragmentInfo,
         stmt: Arc<StatementCtx>,
     ) -> Self {
-        let n: usize = fragments
-            .iter()
-            .map(|(_, p)| p.properties().partitioning.partition_count())
-            .sum();
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            // An empty scan still has one (empty) partition.
-            Partitioning::UnknownPartitioning(n.max(1)),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ));
+        let properties = properties(&schema, &fragments, None);
         BeFragmentExec {
             backends,
             schema,
@@ -108,7 +107,69 @@ impl BeFragmentExec {
             build_keys: HashMap::new(),
             applied: Default::default(),
             profile: Default::default(),
+            by_bucket: None,
         }
+    }
+
+    /// This scan dealt to `n` partitions per backend by bucket, declared
+    /// hash partitioned on the distribution columns (one side of a colocate
+    /// join: `colocate.rs` checks the other side meets it).
+    pub fn aligned_by_bucket(&self, n: usize) -> Result<BeFragmentExec> {
+        let keys = self
+            .info
+            .bucket_columns
+            .iter()
+            .map(|c| {
+                let i = self.schema.index_of(c)?;
+                Ok(
+                    Arc::new(datafusion::physical_expr::expressions::Column::new(c, i))
+                        as Arc<dyn PhysicalExpr>,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let fragments = self
+            .fragments
+            .iter()
+            .map(|(b, p)| {
+                let p = tethys_common::plan::map_scans(p.clone(), |node| {
+                    node.by_bucket = true;
+                    node.partitions = n as u32;
+                })?;
+                Ok((b.clone(), p))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut out = self.with_runtime_filters(self.runtime_filters.clone());
+        out.properties = properties(&self.schema, &fragments, Some(&keys));
+        out.fragments = fragments;
+        out.by_bucket = Some(keys);
+        Ok(out)
+    }
+
+    /// Whether this scan is dealt by bucket (a colocate join's side).
+    pub fn is_aligned_by_bucket(&self) -> bool {
+        self.by_bucket.is_some()
+    }
+
+    /// Whether this scan and `other` read each bucket they share on one
+    /// backend, with their fragments on the same backends in one order: the
+    /// condition for their partitions to meet bucket by bucket.
+    pub fn meets_bucket_by_bucket(&self, other: &BeFragmentExec) -> bool {
+        let ids = |s: &BeFragmentExec| s.fragments.iter().map(|(b, _)| b.id).collect::<Vec<_>>();
+        if ids(self) != ids(other) {
+            return false;
+        }
+        let placed = |s: &BeFragmentExec| {
+            let mut m = HashMap::new();
+            for (b, p) in &s.fragments {
+                for t in tethys_common::plan::scan_tablets(p) {
+                    m.insert(t.bucket, b.id);
+                }
+            }
+            m
+        };
+        let (a, b) = (placed(self), placed(other));
+        a.iter()
+            .all(|(bucket, be)| b.get(bucket).is_none_or(|o| o == be))
     }
 
     /// A copy without the runtime filters whose expression ids are in
@@ -141,6 +202,10 @@ impl BeFragmentExec {
         );
         out.runtime_filters = filters;
         out.build_keys = self.build_keys.clone();
+        if let Some(keys) = &self.by_bucket {
+            out.properties = properties(&self.schema, &self.fragments, Some(keys));
+            out.by_bucket = Some(keys.clone());
+        }
         out
     }
 
@@ -239,6 +304,29 @@ impl BeFragmentExec {
     }
 }
 
+/// A scan's properties: a partition per fragment partition (an empty scan
+/// still has one), hash partitioned on `by_bucket` when dealt by bucket.
+fn properties(
+    schema: &SchemaRef,
+    fragments: &[(BackendInfo, Arc<dyn ExecutionPlan>)],
+    by_bucket: Option<&Vec<Arc<dyn PhysicalExpr>>>,
+) -> Arc<PlanProperties> {
+    let n: usize = fragments
+        .iter()
+        .map(|(_, p)| p.properties().partitioning.partition_count())
+        .sum::<usize>()
+        .max(1);
+    Arc::new(PlanProperties::new(
+        EquivalenceProperties::new(schema.clone()),
+        match by_bucket {
+            Some(keys) => Partitioning::Hash(keys.clone(), n),
+            None => Partitioning::UnknownPartitioning(n),
+        },
+        EmissionType::Incremental,
+        Boundedness::Bounded,
+    ))
+}
+
 impl DisplayAs for BeFragmentExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
@@ -252,6 +340,9 @@ impl DisplayAs for BeFragmentExec {
         )?;
         if !self.runtime_filters.is_empty() {
             write!(f, ", runtime_filters={}", self.runtime_filters.len())?;
+        }
+        if self.by_bucket.is_some() {
+            write!(f, ", by_bucket")?;
         }
         Ok(())
     }

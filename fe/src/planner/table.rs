@@ -127,6 +127,11 @@ impl OlapTable {
                 Distribution::Random { .. } => "RANDOM".into(),
             },
             column_stats: Arc::new(self.table.column_stats.clone()),
+            bucket_columns: match &self.table.distribution {
+                Distribution::Hash { columns, .. } => columns.clone(),
+                Distribution::Random { .. } => vec![],
+            },
+            colocate_group: None,
             colocated: match &self.table.distribution {
                 Distribution::Hash { columns, .. } => {
                     let mut cols = columns.clone();
@@ -419,6 +424,13 @@ impl TableProvider for OlapTable {
         let alive: std::collections::BTreeSet<i64> =
             self.fe.backends.alive_ids().into_iter().collect();
         let state_cat = self.fe.catalog.read();
+        // A table of a stable colocation group reads each bucket on one
+        // backend, the same for every table of the group.
+        let group = state_cat
+            .database(&self.db)
+            .and_then(|d| state_cat.group_of(d, &self.table))
+            .filter(|g| g.is_stable())
+            .map(|g| g.name);
         let mut by_backend: std::collections::BTreeMap<i64, Vec<TabletVersion>> =
             Default::default();
         for p in &parts {
@@ -426,10 +438,14 @@ impl TableProvider for OlapTable {
                 if bucket.is_some_and(|b| b != bi) {
                     continue;
                 }
-                let backend = t.read_replica(p.visible_version, &alive)?;
+                let backend = match group {
+                    Some(_) => t.read_replica_by(p.visible_version, &alive, bi as u64)?,
+                    None => t.read_replica(p.visible_version, &alive)?,
+                };
                 by_backend.entry(backend).or_default().push(TabletVersion {
                     tablet_id: t.id,
                     version: p.visible_version,
+                    bucket: bi as u32,
                 });
             }
         }
@@ -475,6 +491,7 @@ impl TableProvider for OlapTable {
                 push_agg: String::new(),
                 backend_id,
                 remote_filters: vec![],
+                by_bucket: false,
             };
             let mut plan: Arc<dyn ExecutionPlan> = Arc::new(OlapScanExec::try_new(node)?);
             if let Some(p) = &read_pred {
@@ -499,7 +516,8 @@ impl TableProvider for OlapTable {
         drop(state_cat);
         let out_schema = Arc::new(full.project(&wanted)?);
         let rows = rows.map(|r| limit.map_or(r, |l| r.min(l as u64)));
-        let info = self.fragment_info(&parts, selected_tablets, rows, filters);
+        let mut info = self.fragment_info(&parts, selected_tablets, rows, filters);
+        info.colocate_group = group;
         Ok(Arc::new(BeFragmentExec::new(
             self.fe.backends.clone(),
             out_schema,

@@ -256,6 +256,7 @@ static VARS: &[VarDef] = &[
     v("broadcast_row_count_limit", "1048576", Kind::Int),
     v("enable_nereids_planner", "true", Kind::Bool),
     v("disable_join_reorder", "false", Kind::Bool),
+    v("disable_colocate_plan", "false", Kind::Bool),
     v("max_join_number_of_reorder", "63", Kind::Int),
     // Tethys' own: ungrouped count/sum/min/max directly over a scan are
     // answered by the backends' storage (EXPLAIN: pushAggOp).
@@ -506,6 +507,13 @@ impl Variables {
     /// lists them.
     pub fn disable_join_reorder(&self) -> bool {
         self.get("disable_join_reorder")
+            .is_some_and(|v| v == "true")
+    }
+
+    /// `disable_colocate_plan`: joins of colocated tables exchange data as
+    /// others do.
+    pub fn disable_colocate_plan(&self) -> bool {
+        self.get("disable_colocate_plan")
             .is_some_and(|v| v == "true")
     }
 

@@ -57,8 +57,8 @@ pub async fn truncate_table(
     let db = resolve_db(session_db, db)?;
     let alive = fe.backends.alive_ids();
     let (table, old, new) = fe.catalog.mutate(|state, ids| {
-        let mut place = Placement::new(state, &alive);
         let (d, t) = state.find_table(&db, name)?;
+        let mut place = Placement::for_table(state, &alive, d, t);
         for p in only {
             t.existing_partition(p)?;
         }
@@ -199,12 +199,21 @@ pub async fn add_partition(
             .unwrap_or(Bound::Min);
         let range = parse_range(def, &ty, prev)?;
         check_overlap(&t.partitions, &def.name, range, &ty)?;
+        let buckets = def.buckets.unwrap_or(t.distribution.buckets());
+        if let Some(g) = state.group_of(d, t)
+            && buckets != g.buckets()
+        {
+            return Err(TethysError::Analysis(format!(
+                "Colocate tables must have same bucket num: {buckets} should be {}",
+                g.buckets()
+            )));
+        }
         let p = new_partition(
-            &mut Placement::new(state, &alive),
+            &mut Placement::for_table(state, &alive, d, t),
             ids,
             &def.name,
             Some(range),
-            def.buckets.unwrap_or(t.distribution.buckets()),
+            buckets,
             t.replication_num(),
         )?;
         Ok((

@@ -175,7 +175,8 @@ fn random_forbidden(schema: &TableSchema) -> bool {
 /// Validates CREATE TABLE and builds the catalog table (without ids).
 fn build_table(
     ct: &CreateTable,
-    place: &mut Placement,
+    (state, db): (&CatalogState, &Database),
+    place: Placement,
     ids: &mut IdGen,
     default_replicas: usize,
 ) -> Result<Table> {
@@ -193,9 +194,21 @@ fn build_table(
         disable_auto_compaction: options.disable_auto_compaction,
     };
     let (distribution, auto_buckets) = distribution_of(ct, &schema)?;
+    // A table joining a colocation group takes its bucketing's backends.
+    let sequence = match options.properties.get(colocation::COLOCATE_WITH) {
+        Some(group) => state.join_group(db, group, &schema, &distribution, options.replicas)?,
+        None => None,
+    };
+    let mut place = place.following(sequence);
     let table_id = ids.alloc();
-    let (partition_column, partitions) =
-        partitions_of(ct, place, ids, &schema, &distribution, options.replicas)?;
+    let (partition_column, partitions) = partitions_of(
+        ct,
+        &mut place,
+        ids,
+        &schema,
+        &distribution,
+        options.replicas,
+    )?;
     Ok(Table {
         id: table_id,
         name: ct.name.clone(),
@@ -393,6 +406,15 @@ fn options_of(
                 disable_auto_compaction = bool_property(&lk, v)?;
                 properties.insert(lk, disable_auto_compaction.to_string());
             }
+            colocation::COLOCATE_WITH => {
+                let group = v.trim();
+                if group.is_empty() {
+                    return Err(TethysError::Analysis(
+                        "colocate_with must not be empty".into(),
+                    ));
+                }
+                properties.insert(lk, group.to_string());
+            }
             "group_commit_interval_ms" | "group_commit_data_bytes" => {
                 properties.insert(lk.clone(), check_group_commit_property(&lk, v)?);
             }
@@ -466,7 +488,6 @@ const AT_DEFAULT_ONLY: &[(&str, &str)] = &[
 
 /// Doris table properties Tethys does not implement yet.
 const NOT_YET: &[&str] = &[
-    "colocate_with",
     "function_column.sequence_col",
     "function_column.sequence_type",
     "storage_cooldown_time",
@@ -656,7 +677,8 @@ pub async fn create_table(
         }
         let t = build_table(
             ct,
-            &mut Placement::new(state, &alive),
+            (state, d),
+            Placement::new(state, &alive),
             ids,
             default_replicas,
         )?;

@@ -23,6 +23,9 @@ pub(super) fn now_ms() -> i64 {
 /// replicas spread evenly and a backend that joins gets the next ones.
 pub(super) struct Placement {
     tablets: BTreeMap<i64, usize>,
+    /// A colocation group's backends per bucket: bucket `b` of every new
+    /// partition goes to `sequence[b]` (`catalog/colocation.rs`).
+    sequence: Option<Vec<Vec<i64>>>,
 }
 
 impl Placement {
@@ -35,7 +38,27 @@ impl Placement {
             .filter(|id| state.backends.contains_key(id))
             .map(|id| (*id, held.get(id).copied().unwrap_or(0)))
             .collect();
-        Placement { tablets }
+        Placement {
+            tablets,
+            sequence: None,
+        }
+    }
+
+    /// The placement for new partitions of `table` (of `db`): its
+    /// colocation group's sequence when it has one.
+    pub(super) fn for_table(
+        state: &CatalogState,
+        alive: &[i64],
+        db: &Database,
+        table: &Table,
+    ) -> Placement {
+        Placement::new(state, alive).following(state.sequence_of(db, table))
+    }
+
+    /// This placement, putting bucket `b` on `sequence[b]` when given.
+    pub(super) fn following(mut self, sequence: Option<Vec<Vec<i64>>>) -> Placement {
+        self.sequence = sequence;
+        self
     }
 
     /// Backends new tablets may go to.
@@ -43,8 +66,22 @@ impl Placement {
         self.tablets.len()
     }
 
-    /// The backends of the next new tablet's `replicas` replicas.
-    fn pick(&mut self, replicas: usize) -> Result<Vec<i64>> {
+    /// The backends of bucket `bucket`'s `replicas` replicas.
+    fn pick(&mut self, bucket: usize, replicas: usize) -> Result<Vec<i64>> {
+        if let Some(seq) = &self.sequence {
+            let on = seq.get(bucket).cloned().unwrap_or_default();
+            if on.len() != replicas {
+                return Err(TethysError::Internal(format!(
+                    "colocation group places bucket {bucket} on {on:?}, not on {replicas} backends"
+                )));
+            }
+            if let Some(b) = on.iter().find(|b| !self.tablets.contains_key(b)) {
+                return Err(TethysError::Backend(format!(
+                    "backend {b} of the colocation group's bucket {bucket} is not alive"
+                )));
+            }
+            return Ok(on);
+        }
         if replicas == 0 || replicas > self.tablets.len() {
             return Err(not_enough_backends(replicas, self.tablets.len()));
         }
@@ -80,12 +117,12 @@ pub(super) fn new_partition(
     let id = ids.alloc();
     let mut tablets = vec![];
     let version = tethys_common::config::INITIAL_VERSION;
-    for _ in 0..buckets {
+    for bucket in 0..buckets as usize {
         let tid = ids.alloc();
         tablets.push(TabletRef {
             id: tid,
             replicas: place
-                .pick(replicas)?
+                .pick(bucket, replicas)?
                 .into_iter()
                 .map(|b| Replica::new(ids.alloc(), b, version))
                 .collect(),

@@ -118,6 +118,52 @@ pub(super) async fn backends(fe: &Arc<Frontend>) -> Result<Output> {
     string_rows(&BACKEND_COLUMNS, rows)
 }
 
+/// `ShowColocationGroups`: Doris' columns; a group is stable while every
+/// tablet of its tables sits on its bucket's backends.
+pub(super) fn colocation_groups(fe: &Arc<Frontend>) -> Result<Output> {
+    let state = fe.catalog.read();
+    let rows = state
+        .colocate_groups()
+        .iter()
+        .map(|g| {
+            let stable = g.is_stable();
+            vec![
+                g.id.clone(),
+                g.name.clone(),
+                g.tables
+                    .iter()
+                    .map(|t| t.id.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                g.buckets().to_string(),
+                format!("tag.location.default: {}", g.replicas()),
+                g.dist_types().join(", "),
+                stable.to_string(),
+                if stable {
+                    String::new()
+                } else {
+                    "some tablets are not on their bucket's backends (a replica was repaired \
+                     elsewhere); joins exchange data"
+                        .into()
+                },
+            ]
+        })
+        .collect();
+    string_rows(
+        &[
+            "GroupId",
+            "GroupName",
+            "TableIds",
+            "BucketsNum",
+            "ReplicaAllocation",
+            "DistCols",
+            "IsStable",
+            "ErrorMsg",
+        ],
+        rows,
+    )
+}
+
 /// `ShowFrontends`.
 pub(super) fn frontends() -> Result<Output> {
     string_rows(

@@ -122,6 +122,7 @@ pub(super) async fn execute(fe: &Fe, session: &Session, stmt: Statement) -> Resu
         Statement::ShowProcessList => cluster::processlist(fe, session).await,
         Statement::ShowBackends => cluster::backends(fe).await,
         Statement::ShowFrontends => cluster::frontends(),
+        Statement::ShowColocationGroups => cluster::colocation_groups(fe),
         Statement::ShowTransaction { db, where_sql } => {
             loads::transactions(fe, sdb, db, where_sql).await
         }

@@ -284,6 +284,8 @@ pub enum Statement {
         id: Option<String>,
     },
     ShowBackends,
+    /// `SHOW PROC '/colocation_group'`.
+    ShowColocationGroups,
     AlterSystem(AlterSystem),
     ShowFrontends,
     ShowTransaction {

@@ -156,15 +156,18 @@ pub(super) fn parse_show(t: &mut Tokens, sql: &str) -> Result<Statement> {
         return Ok(Statement::ShowBackends);
     }
     // `SHOW PROC '/backends'`: Doris' path to the same rows (a decommission's
-    // progress shows in them); other PROC paths are refused by name.
+    // progress shows in them), the colocation groups; other PROC paths are
+    // refused by name.
     if t.eat_kw("proc") {
         let path = t.string()?;
         t.finish()?;
         return match path.trim_end_matches('/') {
             "/backends" => Ok(Statement::ShowBackends),
             "/frontends" => Ok(Statement::ShowFrontends),
+            "/colocation_group" => Ok(Statement::ShowColocationGroups),
             _ => Err(TethysError::NotSupported(format!(
-                "SHOW PROC '{path}': only '/backends' and '/frontends' are supported"
+                "SHOW PROC '{path}': only '/backends', '/frontends' and '/colocation_group' \
+                 are supported"
             ))),
         };
     }
