@@ -34,7 +34,7 @@ pub(super) async fn execute(fe: &Fe, session: &mut Session, stmt: Statement) -> 
             analyze,
         } => {
             let parsed = crate::sql::rewrite::parse_for_datafusion(&sql)?;
-            let stmt = Arc::new(statement_ctx(fe, session, None));
+            let stmt = Arc::new(statement_ctx(fe, session, None, &sql));
             let (ctx, plan) = plan(fe, session, stmt, parsed).await?;
             let names = output_names(&plan);
             let df = ctx.execute_logical_plan(plan).await?;
@@ -137,7 +137,7 @@ async fn run_parsed(
         datafusion::sql::parser::Statement::Statement(s) => crate::sql::assign::rewrite(s)?,
         _ => vec![],
     };
-    let mut ctx_of_stmt = statement_ctx(fe, session, label);
+    let mut ctx_of_stmt = statement_ctx(fe, session, label, sql);
     ctx_of_stmt.delete_rows = delete_rows;
     if session
         .vars
@@ -240,7 +240,8 @@ pub(crate) async fn result_schema(
         datafusion::sql::parser::Statement::Statement(s) => crate::sql::assign::rewrite(s)?.len(),
         _ => 0,
     };
-    let stmt = Arc::new(statement_ctx(fe, session, None));
+    // Only the result's columns: no physical plan, no join hints.
+    let stmt = Arc::new(statement_ctx(fe, session, None, ""));
     let (_, plan) = plan(fe, session, stmt, parsed).await?;
     if matches!(
         plan,

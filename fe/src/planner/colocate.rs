@@ -54,9 +54,12 @@ use datafusion_distributed::DistributedLeafExec;
 
 use super::remote::BeFragmentExec;
 
-/// The rule; placed right after `EnsureRequirements`.
+/// The rule; placed right after `EnsureRequirements`. Joins reading a
+/// table of `hinted` (a join hint's) keep the distribution it chose.
 #[derive(Debug)]
-pub struct ColocateJoins;
+pub struct ColocateJoins {
+    pub hinted: Vec<String>,
+}
 
 impl PhysicalOptimizerRule for ColocateJoins {
     fn optimize(
@@ -65,7 +68,8 @@ impl PhysicalOptimizerRule for ColocateJoins {
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         // The result's partitions are merged: nothing relies on them.
-        rewrite(plan, true, config.execution.target_partitions.max(1))
+        let n = config.execution.target_partitions.max(1);
+        rewrite(plan, true, &|j, safe| colocated(j, safe, n, &self.hinted))
     }
 
     fn name(&self) -> &str {
@@ -79,9 +83,17 @@ impl PhysicalOptimizerRule for ColocateJoins {
 
 /// `plan` with its eligible joins colocated; `safe`: nothing above `plan`
 /// relies on its output partitioning.
-fn rewrite(plan: Arc<dyn ExecutionPlan>, safe: bool, n: usize) -> Result<Arc<dyn ExecutionPlan>> {
+/// `colocated` of a join and whether nothing above relies on its output
+/// partitioning.
+type Colocate<'a> = dyn Fn(&HashJoinExec, bool) -> Result<Option<Arc<dyn ExecutionPlan>>> + 'a;
+
+fn rewrite(
+    plan: Arc<dyn ExecutionPlan>,
+    safe: bool,
+    colocate: &Colocate<'_>,
+) -> Result<Arc<dyn ExecutionPlan>> {
     if let Some(j) = plan.downcast_ref::<HashJoinExec>()
-        && let Some(new) = colocated(j, safe, n)?
+        && let Some(new) = colocate(j, safe)?
     {
         return Ok(new);
     }
@@ -94,7 +106,7 @@ fn rewrite(plan: Arc<dyn ExecutionPlan>, safe: bool, n: usize) -> Result<Arc<dyn
     let mut changed = false;
     let mut out = Vec::with_capacity(children.len());
     for (c, s) in children.into_iter().zip(children_safe) {
-        let new = rewrite(c.clone(), s, n)?;
+        let new = rewrite(c.clone(), s, colocate)?;
         changed |= !Arc::ptr_eq(&new, &c);
         out.push(new);
     }
@@ -143,8 +155,14 @@ fn children_safety(plan: &Arc<dyn ExecutionPlan>, safe: bool) -> Vec<bool> {
     vec![false; n]
 }
 
-/// The colocated form of join `j`, when it qualifies.
-fn colocated(j: &HashJoinExec, safe: bool, n: usize) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+/// The colocated form of join `j` (dealt in `n` partitions per backend),
+/// when it qualifies and reads no table of `hinted`.
+fn colocated(
+    j: &HashJoinExec,
+    safe: bool,
+    n: usize,
+    hinted: &[String],
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     let mode = *j.partition_mode();
     let qualifies = match mode {
         PartitionMode::Partitioned => safe,
@@ -163,7 +181,16 @@ fn colocated(j: &HashJoinExec, safe: bool, n: usize) -> Result<Option<Arc<dyn Ex
     ) else {
         return Ok(None);
     };
-    if lg != rg || !left.scan.meets_bucket_by_bucket(right.scan) {
+    let is_hinted = |s: &BeFragmentExec| {
+        hinted
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(&s.info.table_name))
+    };
+    if lg != rg
+        || is_hinted(left.scan)
+        || is_hinted(right.scan)
+        || !left.scan.meets_bucket_by_bucket(right.scan)
+    {
         return Ok(None);
     }
     // Distribution column k of the left joined to distribution column k of

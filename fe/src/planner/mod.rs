@@ -10,6 +10,7 @@ mod colocate;
 mod cross_filters;
 pub mod distribute;
 pub mod explain;
+mod join_hints;
 pub mod join_keys;
 pub mod join_order;
 pub mod join_reorder;
@@ -77,6 +78,8 @@ pub struct StatementCtx {
     pub partial_columns: Vec<u32>,
     /// `enable_insert_strict` for a partial update: new keys are refused.
     pub partial_strict: bool,
+    /// The statement's join hints (`JOIN [broadcast] t`).
+    pub join_hints: Vec<crate::sql::join_hints::JoinHint>,
 }
 
 /// DataFusion's physical optimizer rules with Tethys' own: colocated
@@ -90,10 +93,13 @@ fn physical_rules(
     scan_agg: bool,
     distributed: bool,
     colocate: bool,
+    hints: &[crate::sql::join_hints::JoinHint],
 ) -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
     if colocate && let Some(at) = rules.iter().position(|r| r.name() == "EnsureRequirements") {
-        rules.insert(at + 1, Arc::new(colocate::ColocateJoins));
+        // A hinted join keeps the distribution its hint asks for.
+        let hinted = hints.iter().map(|h| h.table.clone()).collect();
+        rules.insert(at + 1, Arc::new(colocate::ColocateJoins { hinted }));
     }
     let at = rules
         .iter()
@@ -103,6 +109,7 @@ fn physical_rules(
     // After JoinSelection (at + 1) has fixed the probe sides.
     rules.insert(at + 2, Arc::new(join_keys::KeyOnOneProbeInput));
     rules.insert(at + 3, Arc::new(join_order::BroadcastRowLimit));
+    rules.insert(at + 4, Arc::new(join_hints::JoinHints(hints.to_vec())));
     rules.insert(0, Arc::new(FinishColocatedAggOnBackend));
     // Distributed too: the FE's own stage and a plan that falls back to one
     // process apply them as ever; the stages sent to backends lose the key
@@ -201,6 +208,7 @@ pub fn statement_context(
             vars.pushdown_agg_to_scan(),
             distributed,
             !vars.disable_colocate_plan(),
+            &stmt.join_hints,
         ));
     if !vars.disable_join_reorder() {
         builder = builder.with_optimizer_rule(Arc::new(join_reorder::ReorderJoins {

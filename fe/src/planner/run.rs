@@ -14,10 +14,13 @@ use crate::session::Session;
 
 use super::StatementCtx;
 
+/// The context of statement `sql` (its text, for what the parser does not
+/// keep: the join hints).
 pub(crate) fn statement_ctx(
     fe: &Frontend,
     session: &Session,
     label: Option<String>,
+    sql: &str,
 ) -> StatementCtx {
     StatementCtx {
         query_id: fe.next_query_id(),
@@ -33,6 +36,10 @@ pub(crate) fn statement_ctx(
         delete_rows: false,
         partial_columns: vec![],
         partial_strict: false,
+        // The parser refused bad hints already.
+        join_hints: crate::sql::join_hints::strip(sql)
+            .map(|(_, h)| h)
+            .unwrap_or_default(),
     }
 }
 
@@ -99,7 +106,7 @@ pub(crate) async fn collect_query(
     sql: &str,
 ) -> Result<Vec<arrow::array::RecordBatch>> {
     let parsed = crate::sql::rewrite::parse_for_datafusion(sql)?;
-    let stmt = Arc::new(statement_ctx(fe, session, None));
+    let stmt = Arc::new(statement_ctx(fe, session, None, sql));
     let (ctx, plan) = plan(fe, session, stmt, parsed).await?;
     Ok(ctx.execute_logical_plan(plan).await?.collect().await?)
 }

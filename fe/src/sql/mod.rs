@@ -7,6 +7,7 @@ pub mod depth;
 pub mod functions;
 #[cfg(test)]
 mod functions_doc;
+pub mod join_hints;
 pub mod params;
 pub mod partitions;
 pub mod rewrite;

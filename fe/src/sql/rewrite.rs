@@ -318,7 +318,9 @@ pub fn parse_for_datafusion(sql: &str) -> Result<DFStatement> {
 /// A query or INSERT parsed, not yet rewritten: what a prepared statement
 /// keeps, its `?` placeholders still in it (`sql::params`).
 pub fn parse_unrewritten(sql: &str) -> Result<DFStatement> {
-    let sql = drop_binary_operator(sql);
+    // Join hints are taken from the text by the planner (`statement_ctx`).
+    let (sql, _) = super::join_hints::strip(sql)?;
+    let sql = drop_binary_operator(&sql);
     let mut stmts = DFParser::parse_sql_with_dialect(&sql, &MySqlDialect {})
         .map_err(|e| TethysError::Syntax(e.to_string()))?;
     if stmts.len() != 1 {
