@@ -127,11 +127,17 @@ async fn joins_and_aggregations_run_over_three_backends() {
     // Doris' hints turn either around, with the same answers.
     let shuffled = QUERIES[0].replace("JOIN d.dim", "JOIN [shuffle] d.dim");
     let plan = explain(&mut c, &shuffled).await;
-    assert!(plan.contains("JOIN(PARTITIONED)") && !plan.contains("BROADCAST"), "{plan}");
+    assert!(
+        plan.contains("JOIN(PARTITIONED)") && !plan.contains("BROADCAST"),
+        "{plan}"
+    );
     assert_eq!(query_rows(&mut c, &shuffled).await, over_bes[0]);
     let broadcast = join.replace("JOIN d.f2", "JOIN [broadcast] d.f2");
     let plan = explain(&mut c, &broadcast).await;
-    assert!(plan.contains("JOIN(BROADCAST)") && !plan.contains("PARTITIONED)"), "{plan}");
+    assert!(
+        plan.contains("JOIN(BROADCAST)") && !plan.contains("PARTITIONED)"),
+        "{plan}"
+    );
     assert_eq!(query_rows(&mut c, &broadcast).await, over_bes[1]);
     run_all(&mut c, &["SET enable_mpp_execution = false"]).await;
     let on_fe_plan = explain(&mut c, join).await;

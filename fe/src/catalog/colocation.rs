@@ -226,3 +226,134 @@ impl CatalogState {
         self.group_of(db, table).map(|g| g.sequence)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use tethys_common::schema::Column;
+    use tethys_common::types::ColumnType;
+
+    use super::*;
+    use crate::catalog::model::{Partition, Replica, TabletRef};
+
+    fn schema(ty: ColumnType) -> TableSchema {
+        TableSchema {
+            columns: vec![Column {
+                name: "k".into(),
+                column_type: ty,
+                nullable: false,
+                is_key: true,
+                default: None,
+                comment: String::new(),
+                aggregation: None,
+            }],
+            num_key_columns: 1,
+            ..Default::default()
+        }
+    }
+
+    /// A table of `group` whose bucket b is on backend `on[b]`.
+    fn table(id: i64, group: &str, on: &[i64]) -> Table {
+        let tablets = on
+            .iter()
+            .enumerate()
+            .map(|(b, be)| TabletRef {
+                id: id * 100 + b as i64,
+                replicas: vec![Replica::new(id * 1000 + b as i64, *be, 1)],
+            })
+            .collect();
+        Table {
+            id,
+            name: format!("t{id}"),
+            schema: schema(ColumnType::Int),
+            partition_column: None,
+            partitions: vec![Partition {
+                id: id * 10,
+                name: format!("t{id}"),
+                range: None,
+                buckets: on.len() as u32,
+                tablets,
+                visible_version: 1,
+                visible_version_time: 0,
+                committed_version: 1,
+            }],
+            distribution: Distribution::Hash {
+                columns: vec!["k".into()],
+                buckets: on.len() as u32,
+            },
+            auto_buckets: false,
+            properties: BTreeMap::from([
+                (COLOCATE_WITH.to_string(), group.to_string()),
+                (
+                    "replication_allocation".to_string(),
+                    "tag.location.default: 1".to_string(),
+                ),
+            ]),
+            comment: String::new(),
+            create_time: 0,
+            column_stats: Default::default(),
+        }
+    }
+
+    fn state(tables: Vec<Table>) -> CatalogState {
+        let mut s = CatalogState::default();
+        s.databases.insert(
+            "d".into(),
+            Database {
+                id: 7,
+                name: "d".into(),
+                tables: tables.into_iter().map(|t| (t.name.clone(), t)).collect(),
+                create_time: 0,
+            },
+        );
+        s
+    }
+
+    #[test]
+    fn a_group_is_its_tables_placed_alike() {
+        let s = state(vec![table(2, "g", &[1, 2, 3]), table(5, "g", &[1, 2, 3])]);
+        let groups = s.colocate_groups();
+        assert_eq!(groups.len(), 1);
+        let g = &groups[0];
+        assert_eq!((g.id.as_str(), g.name.as_str()), ("7.2", "7_g"));
+        assert_eq!(
+            g.tables.iter().map(|t| t.id).collect::<Vec<_>>(),
+            vec![2, 5]
+        );
+        assert_eq!(g.sequence, vec![vec![1], vec![2], vec![3]]);
+        assert!(g.is_stable());
+        // A replica repaired onto another backend: unstable.
+        let s = state(vec![table(2, "g", &[1, 2, 3]), table(5, "g", &[1, 3, 3])]);
+        assert!(!s.colocate_groups()[0].is_stable());
+    }
+
+    #[test]
+    fn a_table_joins_only_a_group_it_fits() {
+        let s = state(vec![table(2, "g", &[1, 2, 3])]);
+        let d = &s.databases["d"];
+        let hash = |buckets| Distribution::Hash {
+            columns: vec!["k".into()],
+            buckets,
+        };
+        let int = schema(ColumnType::Int);
+        assert_eq!(
+            s.join_group(d, "g", &int, &hash(3), 1).unwrap(),
+            Some(vec![vec![1], vec![2], vec![3]])
+        );
+        assert_eq!(s.join_group(d, "h", &int, &hash(5), 1).unwrap(), None);
+        let refused = |r: Result<Option<Vec<Vec<i64>>>>| r.unwrap_err().to_string();
+        assert!(
+            refused(s.join_group(d, "g", &int, &hash(4), 1)).contains("bucket num: 4 should be 3")
+        );
+        assert!(
+            refused(s.join_group(d, "g", &schema(ColumnType::BigInt), &hash(3), 1))
+                .contains("same data type")
+        );
+        assert!(
+            refused(s.join_group(d, "g", &int, &hash(3), 2)).contains("replication allocation")
+        );
+        let random = Distribution::Random { buckets: 3 };
+        assert!(refused(s.join_group(d, "g", &int, &random, 1)).contains("Random distribution"));
+    }
+}

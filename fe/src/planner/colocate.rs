@@ -81,12 +81,12 @@ impl PhysicalOptimizerRule for ColocateJoins {
     }
 }
 
-/// `plan` with its eligible joins colocated; `safe`: nothing above `plan`
-/// relies on its output partitioning.
-/// `colocated` of a join and whether nothing above relies on its output
-/// partitioning.
+/// [`colocated`] of a join, given whether nothing above relies on its
+/// output partitioning.
 type Colocate<'a> = dyn Fn(&HashJoinExec, bool) -> Result<Option<Arc<dyn ExecutionPlan>>> + 'a;
 
+/// `plan` with its eligible joins colocated; `safe`: nothing above `plan`
+/// relies on its output partitioning.
 fn rewrite(
     plan: Arc<dyn ExecutionPlan>,
     safe: bool,
