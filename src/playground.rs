@@ -4,7 +4,10 @@
 //! backends with `ALTER SYSTEM ADD BACKEND`, prints how to connect, and
 //! stops them all on Ctrl-C (or when one of them exits). Ports are fixed
 //! (the FE's defaults, backend i on 9060+i and 8040+i, or from
-//! `--base-port`), so running it again reopens the same cluster.
+//! `--base-port`), so running it again reopens the same cluster. The
+//! backends share this machine's memory: each gets 1/N of the caches a
+//! backend alone would take (three BEs with the defaults held 60% of the
+//! memory in page caches, and TPC-H SF10 beside DuckDB ran out of it).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -35,6 +38,18 @@ pub struct PlaygroundArgs {
     /// others (short, to watch repair happen).
     #[arg(long, default_value_t = 30)]
     pub tablet_repair_delay_second: u64,
+}
+
+/// The cache sizes of each of `n` backends on this machine: 1/n of a lone
+/// backend's defaults.
+fn shared_caches(n: usize) -> Vec<String> {
+    let mb = |bytes: usize| ((bytes / n.max(1)) >> 20).to_string();
+    vec![
+        "--storage-page-cache-mb".into(),
+        mb(tethys_be::storage::default_page_cache_bytes()),
+        "--pk-index-cache-mb".into(),
+        mb(tethys_be::storage::default_key_index_cache_bytes()),
+    ]
 }
 
 /// The ports of the FE (query, http, rpc) and of backend `i` (rpc, http).
@@ -116,18 +131,17 @@ async fn start(args: &PlaygroundArgs) -> Result<(), String> {
     for i in 0..args.backends as u16 {
         let (be_rpc, be_http) = ports.be(i);
         let name = format!("be{}", i + 1);
-        spawn(
-            name.clone(),
-            vec![
-                "be".into(),
-                "--data-dir".into(),
-                dir(&name),
-                "--port".into(),
-                be_rpc.to_string(),
-                "--http-port".into(),
-                be_http.to_string(),
-            ],
-        )?;
+        let mut argv = vec![
+            "be".into(),
+            "--data-dir".into(),
+            dir(&name),
+            "--port".into(),
+            be_rpc.to_string(),
+            "--http-port".into(),
+            be_http.to_string(),
+        ];
+        argv.extend(shared_caches(args.backends));
+        spawn(name.clone(), argv)?;
         backends.push(format!("127.0.0.1:{be_rpc}"));
     }
     spawn(
@@ -211,5 +225,27 @@ async fn connect(port: u16, procs: &mut Processes) -> Result<Conn, String> {
             ));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_split_the_caches_of_one() {
+        let mb = |argv: &[String], flag: &str| -> usize {
+            let at = argv.iter().position(|a| a == flag).unwrap();
+            argv[at + 1].parse().unwrap()
+        };
+        let one = shared_caches(1);
+        let three = shared_caches(3);
+        let page = mb(&one, "--storage-page-cache-mb");
+        assert_eq!(page, tethys_be::storage::default_page_cache_bytes() >> 20);
+        assert!(mb(&three, "--storage-page-cache-mb") * 3 <= page);
+        assert!(
+            mb(&three, "--pk-index-cache-mb") * 3 <= mb(&one, "--pk-index-cache-mb"),
+            "{three:?}"
+        );
     }
 }
