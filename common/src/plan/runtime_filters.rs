@@ -68,3 +68,44 @@ pub async fn wait_complete(filters: &[Arc<dyn PhysicalExpr>], wait: Duration) {
     let all = futures::future::join_all(dynamic.iter().map(|d| d.wait_complete()));
     let _ = tokio::time::timeout(wait, all).await;
 }
+
+/// `e` with each partitioned join's per-partition filter (`CASE hash(keys)
+/// % n WHEN i THEN f_i ... ELSE x END`, DataFusion's repartition hash
+/// routing a row to its partition's keys) made the disjunction of its
+/// branches: a row passes if any partition's build keys admit it. A scan
+/// dealt by bucket (a colocate join's side) applies filters this way: its
+/// rows are not where DataFusion's hash would put them.
+pub fn unrouted(e: Arc<dyn PhysicalExpr>) -> datafusion::error::Result<Arc<dyn PhysicalExpr>> {
+    use datafusion::common::ScalarValue;
+    use datafusion::common::tree_node::Transformed;
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::expressions::{BinaryExpr, CaseExpr, Literal};
+    use datafusion::physical_plan::joins::HashExpr;
+    let routed = |x: &Arc<dyn PhysicalExpr>| {
+        x.downcast_ref::<BinaryExpr>().is_some_and(|b| {
+            *b.op() == Operator::Modulo && b.left().downcast_ref::<HashExpr>().is_some()
+        })
+    };
+    let is_false = |x: &Arc<dyn PhysicalExpr>| {
+        x.downcast_ref::<Literal>()
+            .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(false)))
+    };
+    Ok(e.transform_down(|e| {
+        let Some(case) = e.downcast_ref::<CaseExpr>() else {
+            return Ok(Transformed::no(e));
+        };
+        if !case.expr().is_some_and(routed) {
+            return Ok(Transformed::no(e));
+        }
+        let any = case
+            .when_then_expr()
+            .iter()
+            .map(|(_, then)| then.clone())
+            .chain(case.else_expr().cloned())
+            .filter(|x| !is_false(x))
+            .reduce(|a, b| Arc::new(BinaryExpr::new(a, Operator::Or, b)) as Arc<dyn PhysicalExpr>)
+            .unwrap_or_else(|| Arc::new(Literal::new(ScalarValue::Boolean(Some(false)))));
+        Ok(Transformed::new(any, true, TreeNodeRecursion::Jump))
+    })?
+    .data)
+}
