@@ -48,16 +48,10 @@ pub struct RuntimeFilterWait(pub Duration);
 pub fn with_filters(
     predicate: Option<&Arc<dyn PhysicalExpr>>,
     filters: &[Arc<dyn PhysicalExpr>],
-    by_bucket: bool,
 ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
     let mut parts: Vec<Arc<dyn PhysicalExpr>> = predicate.into_iter().cloned().collect();
     for f in filters {
-        let mut now = snapshot_physical_expr(f.clone())?;
-        // A scan dealt by bucket (a colocate join's side): its rows do not
-        // sit where a partitioned join's routing hash would look for them.
-        if by_bucket {
-            now = tethys_common::plan::runtime_filters::unrouted(now)?;
-        }
+        let now = snapshot_physical_expr(f.clone())?;
         for c in split_conjunction(&now) {
             let trivially_true = c
                 .downcast_ref::<Literal>()

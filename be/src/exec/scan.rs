@@ -49,32 +49,6 @@ pub struct TabletScanExec {
     remote: Option<Arc<RemoteFilters>>,
 }
 
-/// A scan dealt by bucket (a colocate join's side) is hash partitioned on
-/// its distribution columns (by the table's bucket hash), so DataFusion
-/// plans the join's runtime filter (applied unrouted: `with_filters`);
-/// otherwise its partitions are unknown.
-fn partitioning(scan: &OlapScanExec, schema: &arrow::datatypes::SchemaRef) -> Partitioning {
-    let node = scan.node();
-    let n = scan.partition_count();
-    let keys: Option<Vec<Arc<dyn PhysicalExpr>>> = node
-        .bucket_columns
-        .iter()
-        .map(|i| {
-            let f = schema.fields().get(*i as usize)?;
-            Some(
-                Arc::new(datafusion::physical_expr::expressions::Column::new(
-                    f.name(),
-                    *i as usize,
-                )) as Arc<dyn PhysicalExpr>,
-            )
-        })
-        .collect();
-    match keys {
-        Some(keys) if node.by_bucket && !keys.is_empty() => Partitioning::Hash(keys, n),
-        _ => Partitioning::UnknownPartitioning(n),
-    }
-}
-
 impl TabletScanExec {
     /// Binds a scan description to `engine`; the scan prunes segments and
     /// pages with `predicate` and, if `evaluates`, returns only the rows it
@@ -87,8 +61,8 @@ impl TabletScanExec {
     ) -> Self {
         let schema = scan.schema();
         let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            partitioning(&scan, &schema),
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(scan.partition_count()),
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
@@ -189,12 +163,11 @@ impl ExecutionPlan for TabletScanExec {
             let filters = self.runtime_filters.clone();
             let this = self.filtered_by(None);
             let predicate = self.predicate.clone();
-            let by_bucket = self.scan.node().by_bucket;
             let start = async move {
                 wait_complete(&filters, wait).await;
                 // The scan evaluates its own filter too now (a filter above
                 // that also projects evaluates it again: the same rows).
-                let all = with_filters(predicate.as_ref(), &filters, by_bucket)?;
+                let all = with_filters(predicate.as_ref(), &filters)?;
                 this.filtered_by(all).execute(partition, context)
             };
             return Ok(Box::pin(RecordBatchStreamAdapter::new(

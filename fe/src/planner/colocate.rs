@@ -26,11 +26,11 @@
 //! The join's runtime filter: DataFusion routes a partitioned join's filter
 //! by its own hash (`CASE hash(k) % n WHEN i THEN <partition i's keys>`),
 //! which is wrong for rows dealt by bucket. The FE's scans never apply that
-//! routing (`runtime_filter::current_filter` tests all the build keys); a
-//! backend's bound scan dealt by bucket declares its bucket partitioning
-//! (`OlapScanNodePb::bucket_columns`), so DataFusion plans the filter, and
-//! applies it unrouted: the OR of every partition's filter
-//! (`tethys_common::plan::runtime_filters::unrouted`).
+//! routing (`runtime_filter::current_filter` tests all the build keys), and
+//! on a backend DataFusion gives a partitioned join no filter when its
+//! inputs do not declare hash partitioning, as the stage's bound scans do
+//! not: a colocated join in a distributed plan filters its probe scan only
+//! by the join itself.
 
 use std::sync::Arc;
 

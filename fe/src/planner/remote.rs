@@ -134,7 +134,6 @@ impl BeFragmentExec {
                 let p = tethys_common::plan::map_scans(p.clone(), |node| {
                     node.by_bucket = true;
                     node.partitions = n as u32;
-                    node.bucket_columns = output_columns(node, &self.info.bucket_columns);
                 })?;
                 Ok((b.clone(), p))
             })
@@ -303,27 +302,6 @@ impl BeFragmentExec {
         stats.total_byte_size = Precision::Inexact(rows.saturating_mul(width.max(1)));
         stats
     }
-}
-
-/// The positions of `columns` among the output columns of scan `node`
-/// (empty unless it reads them all).
-fn output_columns(node: &tethys_proto::OlapScanNodePb, columns: &[String]) -> Vec<u32> {
-    let name = |i: &u32| {
-        node.schema
-            .as_ref()
-            .and_then(|s| s.columns.get(*i as usize))
-            .map(|c| c.name.as_str())
-    };
-    let at: Option<Vec<u32>> = columns
-        .iter()
-        .map(|c| {
-            node.projection
-                .iter()
-                .position(|i| name(i).is_some_and(|n| n.eq_ignore_ascii_case(c)))
-                .map(|p| p as u32)
-        })
-        .collect();
-    at.unwrap_or_default()
 }
 
 /// A scan's properties: a partition per fragment partition (an empty scan

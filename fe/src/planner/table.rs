@@ -492,7 +492,6 @@ impl TableProvider for OlapTable {
                 backend_id,
                 remote_filters: vec![],
                 by_bucket: false,
-                bucket_columns: vec![],
             };
             let mut plan: Arc<dyn ExecutionPlan> = Arc::new(OlapScanExec::try_new(node)?);
             if let Some(p) = &read_pred {
