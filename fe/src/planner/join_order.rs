@@ -121,7 +121,7 @@ fn probe_scan_rows(plan: &Arc<dyn ExecutionPlan>) -> f64 {
 /// rows than `broadcast_row_count_limit` (DataFusion's
 /// `hash_join_single_partition_threshold_rows`, which `JoinSelection`
 /// ignores when it knows the build side's byte size). Runs after
-/// `JoinSelection` and before `EnforceDistribution`, which then hashes both
+/// `JoinSelection` and before `EnsureRequirements`, which then hashes both
 /// inputs on the join keys.
 #[derive(Debug, Default)]
 pub struct BroadcastRowLimit;
