@@ -443,9 +443,16 @@ async fn a_data_directory_from_before_replicas_opens() {
         .output()
         .expect("tar");
     assert!(out.status.success(), "{out:?}");
-    let server = tethys_sql_tests::TethysServer::start_on(&binary(), data, &[])
-        .await
-        .expect("start on the old data directory");
+    // The fixture's labels were written 2026-12-05: kept for a century, not
+    // the default 12 hours, so that the label check below holds whenever
+    // it runs (it failed once they had expired).
+    let server = tethys_sql_tests::TethysServer::start_on(
+        &binary(),
+        data,
+        &["--label-keep-max-second", "3153600000"],
+    )
+    .await
+    .expect("start on the old data directory");
     let mut c = Conn::new(server.opts()).await.expect("connect");
     assert_eq!(count(&mut c, "SELECT count(*) FROM legacy.events").await, 3);
     assert_eq!(

@@ -139,9 +139,72 @@ async fn joins_and_aggregations_run_over_three_backends() {
         "{plan}"
     );
     assert_eq!(query_rows(&mut c, &broadcast).await, over_bes[1]);
+    counters_of_every_task(&mut c, join, QUERIES[0]).await;
     run_all(&mut c, &["SET enable_mpp_execution = false"]).await;
     let on_fe_plan = explain(&mut c, join).await;
     assert!(!on_fe_plan.contains("HASH_PARTITIONED: v@"), "{on_fe_plan}");
+}
+
+/// `name: total [a, b, c]` on a line of `text` after `after`: the total and
+/// each task's value.
+fn counter(text: &str, after: &str, name: &str) -> (u64, Vec<u64>) {
+    let from = text
+        .find(after)
+        .unwrap_or_else(|| panic!("{after} in {text}"));
+    let line = text[from..]
+        .lines()
+        .find(|l| l.trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("{name} after {after} in {text}"));
+    let value = line.split_once(": ").map_or("", |(_, v)| v);
+    let (total, each) = value.split_once(" [").unwrap_or((value, "]"));
+    let each = each
+        .trim_end_matches(']')
+        .split(", ")
+        .filter(|v| !v.is_empty())
+        .map(|v| v.parse().unwrap_or_else(|_| panic!("{line}")))
+        .collect();
+    (total.parse().unwrap_or_else(|_| panic!("{line}")), each)
+}
+
+/// EXPLAIN ANALYZE of plans run over three backends shows each task's
+/// counters: a scan's rows per backend, the rows each runtime filter
+/// removed, what each exchange received and how long it waited.
+async fn counters_of_every_task(c: &mut Conn, partitioned: &str, broadcast: &str) {
+    let analyzed = |sql: &str| format!("ANALYZE {sql}");
+    let plan = explain(c, &analyzed(partitioned)).await;
+    assert!(plan.contains("JOIN(PARTITIONED)"), "{plan}");
+    // f's 20000 rows, read by three tasks, one per backend.
+    let (read, each) = counter(&plan, "TABLE: d.f(f)", "RawRowsRead");
+    assert_eq!((read, each.len()), (20000, 3), "{plan}");
+    assert_eq!(each.iter().sum::<u64>(), read, "{plan}");
+    // The join's rows, per task, are the query's.
+    let joined = query_rows(c, "SELECT count(*) FROM d.f JOIN d.f2 ON f.v = f2.v").await;
+    let (rows, each) = counter(&plan, "VHASH JOIN", "|  RowsProduced");
+    assert_eq!(rows.to_string(), joined[0][0], "{plan}");
+    assert_eq!(each.len(), 3, "{plan}");
+    // Each exchange into the join's stage: rows, bytes and waiting per task.
+    let (received, each) = counter(&plan, "VHASH JOIN", "RowsReceived");
+    assert!(received > 0 && each.len() == 3, "{plan}");
+    let (bytes, _) = counter(&plan, "VHASH JOIN", "BytesReceived");
+    assert!(bytes > 0, "{plan}");
+    let (_, each) = counter(&plan, "VHASH JOIN", "WaitTimeMs");
+    assert_eq!(each.len(), 3, "{plan}");
+    // A filter merged across stages (the FE's merge node): the 1500 keys of
+    // f2 kept by its predicate remove most of f's rows where f is read.
+    let plan = explain(c, &analyzed(CROSS_STAGE)).await;
+    let (filtered, each) = counter(&plan, "TABLE: d.f(f)", "RowsFilteredByRF");
+    assert!(filtered > 10000 && each.len() == 3, "{plan}");
+
+    // A broadcast join's filter is applied by its own stage's scans, when
+    // profiled too (the tasks' counted leaves must not hide the scan from
+    // the join, or it plans no filter and the scans wait for nothing).
+    let plan = explain(c, &analyzed(broadcast)).await;
+    assert!(plan.contains("JOIN(BROADCAST)"), "{plan}");
+    let (filtered, each) = counter(&plan, "TABLE: d.f(f)", "RowsFilteredByRF");
+    assert!(filtered > 0 && each.len() == 3, "{plan}");
+    // Its bounds skipped the other keys' rows: dim's 100 keys are all read.
+    let (kept, _) = counter(&plan, "TABLE: d.f(f)", "RowsProduced");
+    assert_eq!(kept, 100, "{plan}");
 }
 
 /// Joins of colocated tables, each with the answers of the plans that

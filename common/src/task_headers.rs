@@ -13,3 +13,6 @@ pub const MEM_LIMIT: &str = "x-tethys-mem-limit";
 pub const QUERY_ID: &str = "x-tethys-query-id";
 /// `runtime_filter_wait_time_ms`; absent: `runtime_filter_mode` OFF.
 pub const RUNTIME_FILTER_WAIT_MS: &str = "x-tethys-runtime-filter-wait-ms";
+/// Present when the query collects per-task counters (EXPLAIN ANALYZE,
+/// `enable_profile`): the worker reports them in the coordinator's shape.
+pub const PROFILE: &str = "x-tethys-profile";

@@ -14,6 +14,10 @@
 //! ends the stage. A query cancelled before one of its tasks starts here
 //! (recently, [`REMEMBERED`]) starts cancelled.
 //!
+//! The check also keeps `WaitTime`: how long its leaf kept the stage
+//! waiting (from a poll it answered "not ready" to the one with data), the
+//! time a stage waited on an exchange for EXPLAIN ANALYZE.
+//!
 //! The stages run on the runtime that serves the backend's calls, and an
 //! operator fed by inputs that are always ready never yields its thread: a
 //! join counting billions of rows kept both threads of a 2-core backend
@@ -32,6 +36,9 @@ use arrow::record_batch::RecordBatch;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::metrics::{
+    ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
+};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::{Stream, StreamExt};
 use tethys_common::TethysError;
@@ -112,7 +119,7 @@ pub fn with_cancel_checks(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn Execut
     Ok(plan
         .transform_up(|p| {
             if p.children().is_empty() {
-                let checked: Arc<dyn ExecutionPlan> = Arc::new(CancelCheckExec { input: p });
+                let checked: Arc<dyn ExecutionPlan> = Arc::new(CancelCheckExec::new(p));
                 return Ok(Transformed::new(checked, true, TreeNodeRecursion::Continue));
             }
             Ok(Transformed::no(p))
@@ -124,6 +131,20 @@ pub fn with_cancel_checks(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn Execut
 #[derive(Debug)]
 pub struct CancelCheckExec {
     input: Arc<dyn ExecutionPlan>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl CancelCheckExec {
+    pub fn new(input: Arc<dyn ExecutionPlan>) -> Self {
+        CancelCheckExec {
+            input,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
 }
 
 impl DisplayAs for CancelCheckExec {
@@ -142,7 +163,11 @@ impl ExecutionPlan for CancelCheckExec {
         let Some(input) = children.pop() else {
             return datafusion::common::internal_err!("CancelCheckExec needs its input");
         };
-        Ok(Arc::new(CancelCheckExec { input }))
+        Ok(Arc::new(CancelCheckExec::new(input)))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
     }
 
     fn execute(
@@ -157,6 +182,8 @@ impl ExecutionPlan for CancelCheckExec {
                 flag,
                 failed: false,
                 ran_since: Instant::now(),
+                waiting_since: None,
+                wait: MetricBuilder::new(&self.metrics).subset_time("WaitTime", partition),
             })),
             None => Ok(input),
         }
@@ -169,6 +196,9 @@ struct CheckedStream {
     failed: bool,
     /// When the stage last gave its thread back.
     ran_since: Instant,
+    /// Since when the input has not been ready.
+    waiting_since: Option<Instant>,
+    wait: Time,
 }
 
 impl Stream for CheckedStream {
@@ -192,7 +222,16 @@ impl Stream for CheckedStream {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        self.input.poll_next_unpin(cx)
+        let polled = self.input.poll_next_unpin(cx);
+        match (&polled, self.waiting_since) {
+            (Poll::Pending, None) => self.waiting_since = Some(Instant::now()),
+            (Poll::Ready(_), Some(since)) => {
+                self.wait.add_duration(since.elapsed());
+                self.waiting_since = None;
+            }
+            _ => {}
+        }
+        polled
     }
 }
 

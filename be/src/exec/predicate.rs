@@ -33,6 +33,7 @@ use datafusion::physical_expr::expressions::{BinaryExpr, Column};
 use datafusion::physical_expr::split_conjunction;
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
+use datafusion::physical_plan::metrics::Count;
 
 use crate::storage::read::ZoneStats;
 
@@ -52,6 +53,11 @@ struct Conjunct {
     negation: Option<Arc<PruningPredicate>>,
     /// Whether it calls a volatile function (`rand()`).
     volatile: bool,
+    /// The expression as the scan's predicate holds it (before its columns
+    /// were renumbered), to tell a runtime filter's conjuncts.
+    origin: Arc<dyn PhysicalExpr>,
+    /// Counts the rows it removes (a runtime filter's conjunct).
+    removed: Option<Count>,
     rows_in: u64,
     rows_out: u64,
     /// Time spent evaluating it, and over how many rows (its cost per row:
@@ -70,6 +76,8 @@ impl Conjunct {
             schema: self.schema.clone(),
             negation: self.negation.clone(),
             volatile: self.volatile,
+            origin: self.origin.clone(),
+            removed: None,
             rows_in: 0,
             rows_out: 0,
             nanos: 0,
@@ -180,6 +188,8 @@ impl ScanPredicate {
             });
             conjuncts.push(Conjunct {
                 volatile: datafusion::physical_expr_common::physical_expr::is_volatile(&expr),
+                origin: c.clone(),
+                removed: None,
                 expr,
                 columns: cols,
                 schema: local,
@@ -197,6 +207,23 @@ impl ScanPredicate {
             order,
             pages_evaluated: 0,
         })
+    }
+
+    /// Counts the rows each of `counted` (conjuncts of the predicate this
+    /// was made from) removes, in the counter `counter(name)` makes.
+    pub fn count_removed(
+        &mut self,
+        counted: &[(Arc<dyn PhysicalExpr>, String)],
+        counter: impl Fn(&str) -> Count,
+    ) {
+        for conj in &mut self.conjuncts {
+            if let Some((_, name)) = counted
+                .iter()
+                .find(|(e, _)| std::ptr::addr_eq(Arc::as_ptr(e), Arc::as_ptr(&conj.origin)))
+            {
+                conj.removed = Some(counter(name));
+            }
+        }
     }
 
     /// The `column = value` / `column IN (values)` conjuncts as (output
@@ -324,6 +351,9 @@ impl ScanPredicate {
             let passed = mask.true_count();
             conj.rows_in += alive_count as u64;
             conj.rows_out += passed as u64;
+            if let Some(removed) = &conj.removed {
+                removed.add(alive_count - passed);
+            }
             if passed == 0 {
                 self.page_done(evaluated);
                 return Ok(PageRows::None);

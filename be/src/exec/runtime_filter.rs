@@ -44,25 +44,36 @@ use tethys_proto::{AwaitRuntimeFilterRequest, AwaitRuntimeFilterResponse};
 pub struct RuntimeFilterWait(pub Duration);
 
 /// `predicate` AND the filters as they now stand; `None` when nothing
-/// filters (a filter still `true`: its build side is not done).
+/// filters (a filter still `true`: its build side is not done). With it,
+/// each filter's conjuncts and the counter of the rows they remove.
 pub fn with_filters(
     predicate: Option<&Arc<dyn PhysicalExpr>>,
     filters: &[Arc<dyn PhysicalExpr>],
-) -> Result<Option<Arc<dyn PhysicalExpr>>> {
+) -> Result<Filtered> {
     let mut parts: Vec<Arc<dyn PhysicalExpr>> = predicate.into_iter().cloned().collect();
+    let mut counted = vec![];
     for f in filters {
         let now = snapshot_physical_expr(f.clone())?;
+        let counter = tethys_common::plan::runtime_filters::rows_filtered_counter(f);
         for c in split_conjunction(&now) {
             let trivially_true = c
                 .downcast_ref::<Literal>()
                 .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(true)));
             if !trivially_true {
                 parts.push(c.clone());
+                counted.push((c.clone(), counter.clone()));
             }
         }
     }
-    Ok((!parts.is_empty()).then(|| conjunction(parts)))
+    Ok(((!parts.is_empty()).then(|| conjunction(parts)), counted))
 }
+
+/// A runtime filter's conjunct in a scan predicate, and the name of the
+/// scan counter of the rows it removes.
+pub type CountedConjunct = (Arc<dyn PhysicalExpr>, String);
+
+/// A scan predicate with runtime filters, and their conjuncts in it.
+pub type Filtered = (Option<Arc<dyn PhysicalExpr>>, Vec<CountedConjunct>);
 
 /// Filters of joins in other stages (`OlapScanNodePb::remote_filters`):
 /// each a dynamic filter on the scan's columns, fetched from the merge node

@@ -24,7 +24,7 @@ use datafusion::physical_plan::{
 use futures::TryStreamExt;
 use tethys_common::plan::OlapScanExec;
 
-use super::runtime_filter::{RemoteFilters, RuntimeFilterWait, with_filters};
+use super::runtime_filter::{CountedConjunct, RemoteFilters, RuntimeFilterWait, with_filters};
 use super::segment_scan::{Counters, ScanInputs, ScanState};
 use crate::storage::StorageEngine;
 use tethys_common::plan::runtime_filters::{offered_runtime_filters, wait_complete};
@@ -47,6 +47,9 @@ pub struct TabletScanExec {
     /// Filters of joins in other stages, among `runtime_filters`, fetched
     /// from the merge node when the scan starts.
     remote: Option<Arc<RemoteFilters>>,
+    /// The runtime filters' conjuncts in `predicate`, once applied: the rows
+    /// each removes are counted per filter.
+    counted: Vec<CountedConjunct>,
 }
 
 impl TabletScanExec {
@@ -76,6 +79,7 @@ impl TabletScanExec {
             engine,
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
+            counted: vec![],
         }
     }
 
@@ -91,6 +95,7 @@ impl TabletScanExec {
             metrics: self.metrics.clone(),
             runtime_filters: vec![],
             remote: self.remote.clone(),
+            counted: vec![],
         }
     }
 }
@@ -167,8 +172,10 @@ impl ExecutionPlan for TabletScanExec {
                 wait_complete(&filters, wait).await;
                 // The scan evaluates its own filter too now (a filter above
                 // that also projects evaluates it again: the same rows).
-                let all = with_filters(predicate.as_ref(), &filters)?;
-                this.filtered_by(all).execute(partition, context)
+                let (all, counted) = with_filters(predicate.as_ref(), &filters)?;
+                let mut scan = this.filtered_by(all);
+                scan.counted = counted;
+                scan.execute(partition, context)
             };
             return Ok(Box::pin(RecordBatchStreamAdapter::new(
                 self.scan.schema(),
@@ -205,6 +212,11 @@ impl ExecutionPlan for TabletScanExec {
             counters,
             batch_size,
         )?;
+        if let Some(p) = state.predicate.as_mut() {
+            p.count_removed(&self.counted, |name| {
+                MetricBuilder::new(&self.metrics).counter(name.to_string(), partition)
+            });
+        }
         state.tablets = tablets;
         // The scan runs inline on the backend's execution pool, one page per
         // step: a page comes from the page cache or one positioned read, and

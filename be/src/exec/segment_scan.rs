@@ -155,7 +155,7 @@ pub(super) struct ScanState {
     projection: Vec<usize>,
     engine: Arc<StorageEngine>,
     pruning: Option<Arc<PruningPredicate>>,
-    predicate: Option<ScanPredicate>,
+    pub(super) predicate: Option<ScanPredicate>,
     /// Bounds on the key prefix, for the segments' short-key indexes.
     key_bounds: Option<KeyBounds>,
     counters: Counters,

@@ -5,7 +5,8 @@
 //! FE sent (its memory from the query's pool on this backend), our
 //! functions and plan codec; its scans are bound to local
 //! tablets as a fragment's are (`exec::bind_scans`), and its calls to other
-//! backends carry the token it came with.
+//! backends carry the token it came with. A profiled query's task reports
+//! its counters in the coordinator's node order (`plan::counted_leaves`).
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -19,8 +20,8 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::filter_pushdown::FilterPushdown;
 use datafusion::prelude::SessionContext;
 use datafusion_distributed::{
-    DistributedExt, Worker, WorkerPlanRewriteEvent, WorkerPlanRewriteEventResponse,
-    WorkerQueryContext,
+    DistributedExt, NetworkBoundaryExt, Worker, WorkerPlanRewriteEvent,
+    WorkerPlanRewriteEventResponse, WorkerQueryContext,
 };
 use futures::future::BoxFuture;
 use tethys_common::plan::TethysCodec;
@@ -32,7 +33,7 @@ use tethys_proto::{
 use tonic::codegen::http::HeaderMap;
 
 use crate::exec::bind_scans;
-use crate::exec::cancel::{QueryCancels, with_cancel_checks};
+use crate::exec::cancel::{CancelCheckExec, QueryCancels, with_cancel_checks};
 use crate::exec::runtime_filter::RuntimeFilterWait;
 use crate::load::{FrontendClient, LoadContext};
 use crate::storage::StorageEngine;
@@ -131,6 +132,7 @@ pub fn worker(
         async move {
             let headers = ctx.headers;
             let mut builder = ctx.builder;
+            let profiled = header(&headers, task_headers::PROFILE).is_some();
             if let Some(cfg) = builder.config().as_mut() {
                 if let Some(n) =
                     header(&headers, task_headers::BATCH_SIZE).and_then(|v| v.parse().ok())
@@ -179,7 +181,11 @@ pub fn worker(
                 .with_distributed_user_codec(TethysCodec)
                 .with_distributed_passthrough_headers(passthrough)?
                 .with_distributed_worker_plan_rewrite_handler(move |ev: WorkerPlanRewriteEvent| {
-                    let plan = bind_scans(ev.plan, &engine).map_err(external)?;
+                    let plan = match profiled {
+                        true => ev.plan,
+                        false => tethys_common::plan::without_fragment_roots(ev.plan)?,
+                    };
+                    let plan = bind_scans(plan, &engine).map_err(external)?;
                     // Joins arrive with the FE's filters, which no scan here
                     // holds: dropped, so that the pushdown below gives them
                     // new ones for the scans of this stage.
@@ -194,6 +200,16 @@ pub fn worker(
                     // Last: a check over each leaf stops the stage once the
                     // FE cancels the query.
                     let plan = with_cancel_checks(plan)?;
+                    // Last: the nodes the coordinator does not have (the
+                    // fragments' own, the checks over exchange readers)
+                    // hidden in the leaves it has.
+                    let plan = match profiled {
+                        true => tethys_common::plan::counted_leaves(plan, |p| {
+                            p.downcast_ref::<CancelCheckExec>()
+                                .is_some_and(|c| c.input().is_network_boundary())
+                        })?,
+                        false => plan,
+                    };
                     Ok(WorkerPlanRewriteEventResponse::new(plan))
                 })
                 .build();

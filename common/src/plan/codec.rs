@@ -16,7 +16,7 @@ use tethys_proto::{OlapScanNodePb, RuntimeFilterSinkPb};
 
 use super::build_keys::{BuildKeysExec, KeysTo};
 use super::cross_filters::Publish;
-use super::{BitmapFilterExpr, BloomFilterExpr, OlapScanExec};
+use super::{BitmapFilterExpr, BloomFilterExpr, FragmentRootExec, OlapScanExec};
 
 /// Tag byte of an encoded [`OlapScanExec`].
 const TAG_OLAP_SCAN: u8 = 1;
@@ -26,6 +26,8 @@ const TAG_BLOOM_FILTER: u8 = 2;
 const TAG_BITMAP_FILTER: u8 = 3;
 /// Tag byte of an encoded [`BuildKeysExec`] publishing to the merge node.
 const TAG_RUNTIME_FILTER_SINK: u8 = 4;
+/// Tag byte of a [`FragmentRootExec`] (a profiled query's fragment).
+const TAG_FRAGMENT_ROOT: u8 = 5;
 
 /// Encodes and decodes Tethys plan nodes inside datafusion-proto plans.
 #[derive(Debug, Default, Clone)]
@@ -74,6 +76,12 @@ impl PhysicalExtensionCodec for TethysCodec {
                 };
                 Ok(Arc::new(BuildKeysExec::publishing(input.clone(), publish)))
             }
+            Some((&TAG_FRAGMENT_ROOT, [])) => match inputs {
+                [input] => Ok(Arc::new(FragmentRootExec::new(input.clone()))),
+                _ => Err(DataFusionError::Internal(
+                    "a fragment root has one input".into(),
+                )),
+            },
             _ => Err(DataFusionError::Internal(
                 "unknown Tethys plan node in fragment".into(),
             )),
@@ -109,6 +117,9 @@ impl PhysicalExtensionCodec for TethysCodec {
             }
             .encode(buf)
             .map_err(|e| DataFusionError::Internal(format!("encode runtime filter sink: {e}")))?;
+            Ok(())
+        } else if node.is::<FragmentRootExec>() {
+            buf.push(TAG_FRAGMENT_ROOT);
             Ok(())
         } else {
             Err(DataFusionError::NotImplemented(format!(

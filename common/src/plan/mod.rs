@@ -23,7 +23,10 @@ pub use bloom::{BLOOM_FPP, BloomFilterExpr, BloomKeys, map_keys as bloom_key_byt
 pub use codec::TethysCodec;
 pub use exact_decimal::{ExactDecimalExpr, exact_decimal_arithmetic, exact_decimal_expr};
 pub use olap_scan::{OlapScanExec, map_scans, scan_tablets};
-pub use profile::{FragmentProfile, PROFILE_MAGIC};
+pub use profile::{
+    CountedLeafExec, FragmentProfile, FragmentRootExec, PROFILE_MAGIC, counted_leaves,
+    without_fragment_roots,
+};
 pub use push_agg::{
     PushedAgg, PushedAggKind, op_name as push_agg_op_name, pushable as pushable_agg,
 };

@@ -68,3 +68,22 @@ pub async fn wait_complete(filters: &[Arc<dyn PhysicalExpr>], wait: Duration) {
     let all = futures::future::join_all(dynamic.iter().map(|d| d.wait_complete()));
     let _ = tokio::time::timeout(wait, all).await;
 }
+
+/// How the counters of [`rows_filtered_counter`] start.
+pub const ROWS_FILTERED_PREFIX: &str = "RowsFilteredByRF";
+
+/// The scan counter of the rows runtime filter `filter` removed, named by
+/// its probe columns (`RowsFilteredByRF(l_orderkey)`): the FE and the
+/// backend name a filter alike, whatever its id on either side.
+pub fn rows_filtered_counter(filter: &Arc<dyn PhysicalExpr>) -> String {
+    use datafusion::physical_expr::expressions::Column;
+    let names: Vec<String> = filter
+        .children()
+        .into_iter()
+        .map(|c| match c.downcast_ref::<Column>() {
+            Some(col) => col.name().to_string(),
+            None => c.to_string(),
+        })
+        .collect();
+    format!("{ROWS_FILTERED_PREFIX}({})", names.join(", "))
+}

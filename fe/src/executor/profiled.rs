@@ -29,16 +29,31 @@ pub struct Pending {
 }
 
 impl Pending {
-    fn record(&self, state: &str) {
+    fn record(self, state: &str) {
+        let state = state.to_string();
+        let end = chrono::Local::now();
+        if !self.plan.is::<datafusion_distributed::DistributedExec>() {
+            let plan = explain::analyze_lines(&self.plan, &self.names);
+            return self.store_as(plan, state, end);
+        }
+        // A distributed plan's tasks report their counters once the query's
+        // stream is dropped: kept when they are in.
+        tokio::spawn(async move {
+            let plan = explain::analyze_lines_after_run(&self.plan, &self.names).await;
+            self.store_as(plan, state, end);
+        });
+    }
+
+    fn store_as(self, plan: Vec<String>, state: String, end: chrono::DateTime<chrono::Local>) {
         self.store.add(QueryProfile {
-            id: self.id.clone(),
+            id: self.id,
             start: self.start,
-            end: chrono::Local::now(),
-            state: state.into(),
-            user: self.user.clone(),
-            db: self.db.clone(),
-            sql: self.sql.clone(),
-            plan: explain::analyze_lines(&self.plan, &self.names),
+            end,
+            state,
+            user: self.user,
+            db: self.db,
+            sql: self.sql,
+            plan,
         });
     }
 }

@@ -34,8 +34,9 @@ pub(super) async fn execute(fe: &Fe, session: &mut Session, stmt: Statement) -> 
             analyze,
         } => {
             let parsed = crate::sql::rewrite::parse_for_datafusion(&sql)?;
-            let stmt = Arc::new(statement_ctx(fe, session, None, &sql));
-            let (ctx, plan) = plan(fe, session, stmt, parsed).await?;
+            let mut stmt = statement_ctx(fe, session, None, &sql);
+            stmt.profile |= analyze;
+            let (ctx, plan) = plan(fe, session, Arc::new(stmt), parsed).await?;
             let names = output_names(&plan);
             let df = ctx.execute_logical_plan(plan).await?;
             let physical = df.create_physical_plan().await?;
@@ -46,7 +47,8 @@ pub(super) async fn execute(fe: &Fe, session: &mut Session, stmt: Statement) -> 
                 while let Some(batch) = stream.next().await {
                     batch?;
                 }
-                explain::analyze_lines(&physical, &names)
+                drop(stream);
+                explain::analyze_lines_after_run(&physical, &names).await
             } else {
                 explain::explain_lines(&physical, &names)
             };

@@ -35,7 +35,7 @@ use datafusion_distributed::{
     DistributedLeafExec, NetworkBoundaryExt, RouteTasksEvent, RouteTasksEventResponse,
     ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse, SessionStateBuilderExt, Stage,
 };
-use tethys_common::plan::OlapScanExec;
+use tethys_common::plan::{FragmentRootExec, OlapScanExec};
 use tethys_common::task_headers;
 use tonic::codegen::http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
@@ -78,6 +78,10 @@ pub fn distributed(
             stmt.runtime_filter_wait_ms.to_string(),
         )?;
     }
+    let profile = stmt.profile;
+    if profile {
+        put(task_headers::PROFILE, "1".into())?;
+    }
     let router = backends.clone();
     let mut builder = builder
         .with_distributed_planner()
@@ -88,11 +92,11 @@ pub fn distributed(
         // CPU LZ4 costs is dearer than the bytes it saves (TPC-H SF1 on three
         // BEs, benches/results/tpch-sf1-be3-2026-12-05-*-notes.md).
         .with_distributed_compression(None)?
-        // Per-task metrics are not read yet (EXPLAIN ANALYZE reads the FE's).
-        .with_distributed_metrics_collection(false)?
+        // Tasks report their counters for EXPLAIN ANALYZE and profiles.
+        .with_distributed_metrics_collection(profile)?
         .with_distributed_desired_task_count_handler(desired_tasks)
         .with_distributed_scale_up_leaf_node_handler(move |ev: ScaleUpLeafNodeEvent| {
-            scale_up(ev, &backends)
+            scale_up(ev, &backends, profile)
         })
         .with_distributed_route_tasks_handler(move |ev: RouteTasksEvent| route(ev, &router));
     let distributed = builder.query_planner().take().ok_or_else(|| {
@@ -102,6 +106,33 @@ pub fn distributed(
         distributed,
         max_in: stmt.runtime_filter_max_in,
     })))
+}
+
+/// How long EXPLAIN ANALYZE waits for the backends' tasks to report their
+/// counters once the query has run.
+const COUNTERS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `plan`, a distributed plan that has run, with the counters of every
+/// task of its stages (`Err`: why they are not there); any other plan as
+/// it is.
+pub async fn with_task_counters(
+    plan: Arc<dyn ExecutionPlan>,
+) -> Result<Arc<dyn ExecutionPlan>, String> {
+    if !plan.is::<DistributedExec>() {
+        return Ok(plan);
+    }
+    let rewrite = datafusion_distributed::rewrite_distributed_plan_with_metrics(
+        plan,
+        datafusion_distributed::DistributedMetricsFormat::PerTask,
+    );
+    match tokio::time::timeout(COUNTERS_WAIT, rewrite).await {
+        Ok(Ok(p)) => Ok(p),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "not every task reported within {} s",
+            COUNTERS_WAIT.as_secs()
+        )),
+    }
 }
 
 /// A stage reading a table runs a task per backend its tablets are read on.
@@ -119,6 +150,7 @@ fn desired_tasks(ev: DesiredTaskCountEvent) -> Option<DfResult<DesiredTaskCountE
 fn scale_up(
     ev: ScaleUpLeafNodeEvent,
     backends: &Backends,
+    profile: bool,
 ) -> Option<DfResult<ScaleUpLeafNodeEventResponse>> {
     let scan = ev.plan.downcast_ref::<BeFragmentExec>()?;
     if ev.task_count <= 1 && scan.fragments().len() != 1 {
@@ -131,6 +163,7 @@ fn scale_up(
         scan,
         ev.task_count.max(1),
         backends,
+        profile,
     ))
 }
 
@@ -139,6 +172,7 @@ fn scale_up_fragments(
     scan: &BeFragmentExec,
     task_count: usize,
     backends: &Backends,
+    profile: bool,
 ) -> DfResult<ScaleUpLeafNodeEventResponse> {
     let fragments = scan.fragments();
     let Some((_, template)) = fragments.first() else {
@@ -164,9 +198,17 @@ fn scale_up_fragments(
         .unwrap_or(1);
     let variants = on
         .iter()
-        .map(|b| match fragments.iter().find(|(f, _)| f.id == *b) {
-            Some((_, plan)) => with_scan(plan, partitions, *b, false),
-            None => with_scan(template, partitions, *b, true),
+        .map(|b| {
+            let v = match fragments.iter().find(|(f, _)| f.id == *b) {
+                Some((_, plan)) => with_scan(plan, partitions, *b, false)?,
+                None => with_scan(template, partitions, *b, true)?,
+            };
+            // A profiled task reports the fragment's counters as this one
+            // leaf's (`tethys_common::plan::counted_leaves`).
+            Ok(match profile {
+                true => Arc::new(FragmentRootExec::new(v)) as Arc<dyn ExecutionPlan>,
+                false => v,
+            })
         })
         .collect::<DfResult<Vec<_>>>()?;
     let leaf = DistributedLeafExec::try_new(original.clone(), variants)?;

@@ -19,6 +19,10 @@ use datafusion_distributed::{DistributedLeafExec, NetworkBoundaryExt, Stage};
 
 use super::remote::{BeFragmentExec, FragmentInfo};
 
+mod counters;
+pub use counters::analyze_lines_after_run;
+use counters::{SCAN_COUNTERS, counted, exchange_counters, task_profiles};
+
 /// A rendered node.
 struct RNode {
     id: usize,
@@ -29,10 +33,12 @@ struct RNode {
 
 enum RChild {
     Node(RNode),
-    /// An exchange receiving from fragment `n`.
+    /// An exchange receiving from fragment `n` (with EXPLAIN ANALYZE, what
+    /// it received).
     Exchange {
         id: usize,
         fragment: usize,
+        attrs: Vec<String>,
     },
 }
 
@@ -65,22 +71,9 @@ struct Builder {
     analyze: bool,
     /// The backends' counters of the fragment being rendered.
     profile: Option<FragmentProfile>,
+    /// ... and per task, when it ran as a stage's tasks.
+    instances: Vec<FragmentProfile>,
 }
-
-/// The scan counters EXPLAIN ANALYZE prints, in Doris' profile names.
-const SCAN_COUNTERS: &[&str] = &[
-    "RawRowsRead",
-    "RowsKeyRangeFiltered",
-    "RowsStatsFiltered",
-    "RowsBloomFilterFiltered",
-    "RowsVectorPredFiltered",
-    "PagesRead",
-    "PagesSkipped",
-    "CompressedBytesRead",
-    "UncompressedBytesRead",
-    "CachedPagesNum",
-    "RowsProduced",
-];
 
 /// The backend operator that runs a pushed-down aggregate with its scan.
 const PUSHED_AGG_OP: &str = "TabletAggScanExec";
@@ -115,6 +108,7 @@ pub(crate) fn transparent(plan: &Arc<dyn ExecutionPlan>) -> bool {
             | "BuildKeysExec"
             | "DistributedExec"
             | "BroadcastExec"
+            | "FragmentRootExec"
     )
 }
 
@@ -174,12 +168,24 @@ impl Builder {
             return RChild::Exchange {
                 id,
                 fragment: frag_idx,
+                attrs: vec![],
             };
         }
         if let Some(nb) = plan.as_network_boundary()
             && let Stage::Local(stage) = nb.input_stage()
         {
-            return self.stage(&stage.plan, limit);
+            let received = match self.analyze {
+                true => exchange_counters(plan),
+                false => vec![],
+            };
+            return match self.stage(&stage.plan, limit) {
+                RChild::Exchange { id, fragment, .. } => RChild::Exchange {
+                    id,
+                    fragment,
+                    attrs: received,
+                },
+                node => node,
+            };
         }
         if let Some(leaf) = plan.downcast_ref::<DistributedLeafExec>()
             && let Some(scan) = leaf.original().downcast_ref::<BeFragmentExec>()
@@ -194,9 +200,18 @@ impl Builder {
             // Filters of joins in this stage and, through the FE's merge
             // node, of joins in others (`cross_filters.rs`).
             self.scan_runtime_filters = self.scan_filters(scan.runtime_filters());
+            if self.analyze {
+                // Each task's fragment counters, reported as this leaf's.
+                self.instances = task_profiles(plan);
+                let mut all = FragmentProfile::default();
+                self.instances.iter().for_each(|t| all.merge(t));
+                self.profile = Some(all);
+            }
             let n = self.be_node(variant, &scan.info, limit);
             self.scan_runtime_filters = None;
             self.scan_push_agg = None;
+            self.profile = None;
+            self.instances.clear();
             return RChild::Node(n);
         }
         let children: Vec<RChild> = plan
@@ -285,30 +300,34 @@ impl Builder {
                 other => other.to_string(),
             }
         };
-        if let Some(l) = limit {
+        if let Some(l) = limit
+            && !attrs.iter().any(|a| a.starts_with("limit: "))
+        {
             attrs.push(format!("limit: {l}"));
         }
         if self.analyze {
             // Inside a fragment the counters come from the backends; above,
-            // from this plan's own operators.
+            // from this plan's own operators (per task of its stage).
             // A pushed-down aggregate ran as the scan's storage operator.
             let op = match plan.name() {
                 "AggregateExec" if self.scan_push_agg.is_some() => PUSHED_AGG_OP,
                 name => name,
             };
-            let rows = match (&self.profile, be) {
-                (Some(p), Some(_)) => p
-                    .operators
-                    .get(op)
-                    .and_then(|c| c.get("RowsProduced"))
-                    .copied(),
-                _ => plan
-                    .metrics()
-                    .and_then(|m| m.output_rows())
-                    .map(|n| n as u64),
+            let line = match (&self.profile, be) {
+                (Some(p), Some(_)) => {
+                    p.get(op, "RowsProduced")
+                        .map(|n| match self.instances.len() {
+                            0 | 1 => n.to_string(),
+                            _ => counted(&self.instances, op, "RowsProduced", 1),
+                        })
+                }
+                _ => {
+                    let tasks = task_profiles(plan);
+                    (!tasks.is_empty()).then(|| counted(&tasks, plan.name(), "RowsProduced", 1))
+                }
             };
-            if let Some(n) = rows {
-                attrs.push(format!("RowsProduced: {n}"));
+            if let Some(line) = line {
+                attrs.push(format!("RowsProduced: {line}"));
             }
         }
         let id = self.alloc();
@@ -347,7 +366,7 @@ impl Builder {
         let root = match root {
             RChild::Node(n) => n,
             // A stage that only forwards another's rows.
-            RChild::Exchange { id, fragment } => RNode {
+            RChild::Exchange { id, fragment, .. } => RNode {
                 id: self.alloc(),
                 name: "VEXCHANGE".into(),
                 attrs: vec![format!("from fragment {fragment}, exchange {id}")],
@@ -368,6 +387,15 @@ impl Builder {
         RChild::Exchange {
             id,
             fragment: frag_idx,
+            attrs: vec![],
+        }
+    }
+
+    /// The counters per task, or `all` as the one task's.
+    fn instances_or(&self, all: &FragmentProfile) -> Vec<FragmentProfile> {
+        match self.instances.is_empty() {
+            true => vec![all.clone()],
+            false => self.instances.clone(),
         }
     }
 
@@ -439,9 +467,27 @@ impl Builder {
             } else {
                 "TabletScanExec"
             });
+            let op = if pushed {
+                PUSHED_AGG_OP
+            } else {
+                "TabletScanExec"
+            };
             for name in SCAN_COUNTERS {
                 let v = scan.and_then(|c| c.get(*name)).copied().unwrap_or(0);
+                let v = match self.instances.len() {
+                    0 | 1 => v.to_string(),
+                    _ => counted(&self.instances, op, name, 1),
+                };
                 attrs.push(format!("{name}: {v}"));
+            }
+            // Rows each runtime filter removed where the scan tested it,
+            // by the filter's probe columns (`RowsFilteredByRF(k)`).
+            let by_filter = scan.into_iter().flat_map(|c| c.keys()).filter(|k| {
+                k.starts_with(tethys_common::plan::runtime_filters::ROWS_FILTERED_PREFIX)
+            });
+            for counter in by_filter {
+                let v = counted(&self.instances_or(p), op, counter, 1);
+                attrs.push(format!("{counter}: {v}"));
             }
             // Rows a pushed-down aggregate took from zone maps and footers.
             if pushed {
@@ -473,9 +519,12 @@ impl Builder {
 
 fn render_node(child: &RChild, indent: &str, out: &mut Vec<String>) {
     match child {
-        RChild::Exchange { id, .. } => {
+        RChild::Exchange { id, attrs, .. } => {
             out.push(format!("{indent}{id}:VEXCHANGE"));
             out.push(format!("{indent}   offset: 0"));
+            for a in attrs {
+                out.push(format!("{indent}   {a}"));
+            }
         }
         RChild::Node(n) => {
             out.push(format!("{indent}{}:{}", n.id, n.name));
@@ -524,6 +573,7 @@ fn render(plan: &Arc<dyn ExecutionPlan>, output_names: &[String], analyze: bool)
     let mut b = Builder {
         analyze,
         profile: None,
+        instances: vec![],
         fragments: vec![Fragment {
             partition: "UNPARTITIONED".into(),
             sink: "UNPARTITIONED".into(),
@@ -587,9 +637,14 @@ fn clone_shallow(n: &RNode) -> RNode {
             .iter()
             .map(|c| match c {
                 RChild::Node(x) => RChild::Node(clone_shallow(x)),
-                RChild::Exchange { id, fragment } => RChild::Exchange {
+                RChild::Exchange {
+                    id,
+                    fragment,
+                    attrs,
+                } => RChild::Exchange {
                     id: *id,
                     fragment: *fragment,
+                    attrs: attrs.clone(),
                 },
             })
             .collect(),

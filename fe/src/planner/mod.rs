@@ -80,6 +80,9 @@ pub struct StatementCtx {
     pub partial_strict: bool,
     /// The statement's join hints (`JOIN [broadcast] t`).
     pub join_hints: Vec<crate::sql::join_hints::JoinHint>,
+    /// Its counters are kept (EXPLAIN ANALYZE, `enable_profile`): the
+    /// backends' tasks report theirs.
+    pub profile: bool,
 }
 
 /// DataFusion's physical optimizer rules with Tethys' own: colocated

@@ -40,6 +40,7 @@ pub(crate) fn statement_ctx(
         join_hints: crate::sql::join_hints::strip(sql)
             .map(|(_, h)| h)
             .unwrap_or_default(),
+        profile: session.vars.enable_profile(),
     }
 }
 
