@@ -35,13 +35,19 @@ const QUERIES: &[&str] = &[
 const CROSS_STAGE: &str = "SELECT count(*), sum(a.n), sum(a.v) FROM d.f2 \
      JOIN (SELECT v, count(*) n FROM d.f GROUP BY v) a ON f2.v = a.v WHERE f2.k < 1500";
 
-async fn answers(c: &mut Conn, mpp: bool) -> Vec<Vec<Vec<String>>> {
-    run_all(c, &[&format!("SET enable_mpp_execution = {mpp}")]).await;
+/// The answers of `queries` after the statements `set`.
+async fn answers_after(c: &mut Conn, set: &[String], queries: &[&str]) -> Vec<Vec<Vec<String>>> {
+    let set: Vec<&str> = set.iter().map(String::as_str).collect();
+    run_all(c, &set).await;
     let mut out = vec![];
-    for q in QUERIES {
+    for q in queries {
         out.push(query_rows(c, q).await);
     }
     out
+}
+
+async fn answers(c: &mut Conn, mpp: bool) -> Vec<Vec<Vec<String>>> {
+    answers_after(c, &[format!("SET enable_mpp_execution = {mpp}")], QUERIES).await
 }
 
 async fn explain(c: &mut Conn, sql: &str) -> String {
@@ -122,6 +128,12 @@ async fn joins_and_aggregations_run_over_three_backends() {
         join_at.is_some() && scan_at.is_some() && join_at != scan_at,
         "{cross}"
     );
+    // A small build side keyed on f's distribution column goes once to the
+    // buckets it meets rather than to every backend (Doris prefers bucket
+    // shuffle to broadcast); without bucket shuffle joins it is broadcast.
+    let small = explain(&mut c, QUERIES[0]).await;
+    assert!(small.contains("JOIN(BUCKET_SHUFFLE)"), "{small}");
+    run_all(&mut c, &["SET enable_bucket_shuffle_join = false"]).await;
     let small = explain(&mut c, QUERIES[0]).await;
     assert!(small.contains("JOIN(BROADCAST)"), "{small}");
     // Doris' hints turn either around, with the same answers.
@@ -220,19 +232,11 @@ const COLOCATED: &[&str] = &[
 ];
 
 async fn colocated_answers(c: &mut Conn, mpp: bool, colocate: bool) -> Vec<Vec<Vec<String>>> {
-    run_all(
-        c,
-        &[
-            &format!("SET enable_mpp_execution = {mpp}"),
-            &format!("SET disable_colocate_plan = {}", !colocate),
-        ],
-    )
-    .await;
-    let mut out = vec![];
-    for q in COLOCATED {
-        out.push(query_rows(c, q).await);
-    }
-    out
+    let set = [
+        format!("SET enable_mpp_execution = {mpp}"),
+        format!("SET disable_colocate_plan = {}", !colocate),
+    ];
+    answers_after(c, &set, COLOCATED).await
 }
 
 /// Tables of one colocation group keep each bucket on one backend, so a
@@ -316,6 +320,12 @@ async fn colocated_tables_join_where_their_buckets_are() {
         fragment.contains("TABLE: d.o(o)") && fragment.contains("TABLE: d.l(l)"),
         "{plan}"
     );
+    // The join's runtime filter reaches the probe scan of its own stage
+    // through the FE's merge node, with every build key (the backends plan
+    // none: their inputs are dealt by bucket, not by DataFusion's hash).
+    let analyzed = explain(&mut c, &format!("ANALYZE {}", COLOCATED[3])).await;
+    let (filtered, each) = counter(&analyzed, "JOIN(COLOCATE)", "RowsFilteredByRF");
+    assert!(filtered > 0 && each.len() == 3, "{analyzed}");
     // A join on other columns exchanges rows as ever.
     let other = explain(&mut c, "SELECT count(*) FROM d.o JOIN d.l ON o.p = l.n").await;
     assert!(!other.contains("COLOCATE"), "{other}");
@@ -386,6 +396,91 @@ async fn a_join_too_big_for_one_limit_fits_three() {
         query_rows(&mut c, join).await,
         vec![vec!["600000".to_string()]]
     );
+}
+
+/// Joins keyed on big's distribution column (with other keys, outer,
+/// semi, under an aggregate on the key) and their answers when both sides
+/// move and when the FE joins.
+const BUCKET_SHUFFLED: &[&str] = &[
+    "SELECT count(*), sum(big.v), sum(s.p) FROM d.s JOIN d.big ON s.k = big.k",
+    "SELECT s.p, count(*), count(big.k), sum(big.v) FROM d.s LEFT JOIN d.big ON s.k = big.k \
+     GROUP BY s.p ORDER BY s.p",
+    "SELECT count(*), sum(v) FROM d.big WHERE k IN (SELECT k FROM d.s WHERE p = 1)",
+    "SELECT big.k, count(*) c FROM d.s JOIN d.big ON s.k = big.k GROUP BY big.k \
+     ORDER BY c DESC, big.k LIMIT 5",
+    "SELECT count(*) FROM d.s JOIN d.big ON s.k = big.k AND s.p = big.n",
+];
+
+async fn bucket_shuffled_answers(c: &mut Conn, mpp: bool, bucket: bool) -> Vec<Vec<Vec<String>>> {
+    let set = [
+        format!("SET enable_mpp_execution = {mpp}"),
+        format!("SET enable_bucket_shuffle_join = {bucket}"),
+    ];
+    answers_after(c, &set, BUCKET_SHUFFLED).await
+}
+
+/// A join keyed on one table's distribution column leaves that table where
+/// it is and sends only the other side, each row to the backend and
+/// partition reading its bucket: `BUCKET_SHUFFLE` in EXPLAIN, and the
+/// join's stage receives only the other side's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_on_a_tables_buckets_moves_only_the_other_side() {
+    let (_fe, _bes, mut c, _) = cluster(&binary(), 3, &["--default-replication-num", "1"]).await;
+    run_all(
+        &mut c,
+        &[
+            "CREATE TABLE d.big (k INT, n INT, v INT) DUPLICATE KEY(k) \
+             DISTRIBUTED BY HASH(k) BUCKETS 7",
+            "CREATE TABLE d.s (k INT, p INT) DUPLICATE KEY(k) DISTRIBUTED BY HASH(p) BUCKETS 4",
+            "INSERT INTO d.big SELECT number % 20000, number % 5, number % 991 \
+             FROM numbers(\"number\" = \"60000\")",
+            // Even keys (and NULLs): a runtime filter removes big's odd ones
+            // row by row, not by page.
+            "INSERT INTO d.s SELECT CASE WHEN number % 97 = 0 THEN NULL ELSE number * 2 END, \
+             number % 5 FROM numbers(\"number\" = \"10000\")",
+            "SET broadcast_row_count_limit = 1000",
+        ],
+    )
+    .await;
+    let shuffled = bucket_shuffled_answers(&mut c, true, true).await;
+    assert_eq!(&shuffled[0][0][0], "29688", "{shuffled:?}");
+    assert_eq!(bucket_shuffled_answers(&mut c, true, false).await, shuffled);
+    assert_eq!(bucket_shuffled_answers(&mut c, false, true).await, shuffled);
+    run_all(&mut c, &["SET runtime_filter_mode = 'OFF'"]).await;
+    assert_eq!(bucket_shuffled_answers(&mut c, true, true).await, shuffled);
+    run_all(&mut c, &["SET runtime_filter_mode = 'GLOBAL'"]).await;
+
+    run_all(&mut c, &["SET enable_mpp_execution = true"]).await;
+    let plan = explain(&mut c, BUCKET_SHUFFLED[0]).await;
+    assert!(plan.contains("JOIN(BUCKET_SHUFFLE)"), "{plan}");
+    assert!(
+        plan.contains("BUCKET_SHFFULE_HASH_PARTITIONED: k@"),
+        "{plan}"
+    );
+    assert!(plan.contains("HAS_COLO_PLAN_NODE: false"), "{plan}");
+    // big is read in the join's fragment; s arrives through an exchange.
+    let fragment = plan
+        .split("PLAN FRAGMENT")
+        .find(|f| f.contains("JOIN(BUCKET_SHUFFLE)"))
+        .unwrap_or_default();
+    assert!(
+        fragment.contains("TABLE: d.big(big)") && !fragment.contains("TABLE: d.s(s)"),
+        "{plan}"
+    );
+    // Only s's rows reach the join's three tasks; the join's filter
+    // (through the merge node) removes big's odd keys where big is read.
+    let analyzed = explain(
+        &mut c,
+        "ANALYZE SELECT count(*) FROM d.s JOIN d.big ON s.k = big.k WHERE s.p < 3",
+    )
+    .await;
+    let (received, each) = counter(&analyzed, "JOIN(BUCKET_SHUFFLE)", "|       RowsReceived");
+    assert!(received <= 10000 && each.len() == 3, "{analyzed}");
+    let (filtered, each) = counter(&analyzed, "TABLE: d.big(big)", "RowsFilteredByRF");
+    assert!(filtered > 25000 && each.len() == 3, "{analyzed}");
+    run_all(&mut c, &["SET enable_bucket_shuffle_join = false"]).await;
+    let off = explain(&mut c, BUCKET_SHUFFLED[0]).await;
+    assert!(off.contains("JOIN(PARTITIONED)"), "{off}");
 }
 
 /// The CPU time the backends have used so far, together.

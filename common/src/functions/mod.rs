@@ -132,6 +132,7 @@ pub fn all_udfs() -> Vec<Arc<ScalarUDF>> {
     v.push(text::cast_to_text_udf());
     v.extend(bitmap::udfs());
     v.extend(hll::udfs());
+    v.push(crate::plan::bucket_route_udf());
     v
 }
 

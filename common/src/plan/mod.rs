@@ -8,6 +8,7 @@
 
 mod bitmap;
 mod bloom;
+mod bucket_route;
 pub mod build_keys;
 mod codec;
 pub mod cross_filters;
@@ -20,6 +21,7 @@ pub mod runtime_filters;
 
 pub use bitmap::{BitmapFilterExpr, IntKeys, MAX_BITMAP_RANGE};
 pub use bloom::{BLOOM_FPP, BloomFilterExpr, BloomKeys, map_keys as bloom_key_bytes};
+pub use bucket_route::{BUCKET_ROUTE, BucketRoute, bucket_route_udf};
 pub use codec::TethysCodec;
 pub use exact_decimal::{ExactDecimalExpr, exact_decimal_arithmetic, exact_decimal_expr};
 pub use olap_scan::{OlapScanExec, map_scans, scan_tablets};

@@ -29,8 +29,9 @@
 //! routing (`runtime_filter::current_filter` tests all the build keys), and
 //! on a backend DataFusion gives a partitioned join no filter when its
 //! inputs do not declare hash partitioning, as the stage's bound scans do
-//! not: a colocated join in a distributed plan filters its probe scan only
-//! by the join itself.
+//! not: a colocated join in a distributed plan sends its filter through
+//! the FE's merge node, all its build keys, to the probe scan of its own
+//! stage (`cross_filters.rs`).
 
 use std::sync::Arc;
 
@@ -83,11 +84,12 @@ impl PhysicalOptimizerRule for ColocateJoins {
 
 /// [`colocated`] of a join, given whether nothing above relies on its
 /// output partitioning.
-type Colocate<'a> = dyn Fn(&HashJoinExec, bool) -> Result<Option<Arc<dyn ExecutionPlan>>> + 'a;
+pub(super) type Colocate<'a> =
+    dyn Fn(&HashJoinExec, bool) -> Result<Option<Arc<dyn ExecutionPlan>>> + 'a;
 
 /// `plan` with its eligible joins colocated; `safe`: nothing above `plan`
 /// relies on its output partitioning.
-fn rewrite(
+pub(super) fn rewrite(
     plan: Arc<dyn ExecutionPlan>,
     safe: bool,
     colocate: &Colocate<'_>,
@@ -125,6 +127,7 @@ fn children_safety(plan: &Arc<dyn ExecutionPlan>, safe: bool) -> Vec<bool> {
     if plan.is::<RepartitionExec>()
         || plan.is::<CoalescePartitionsExec>()
         || plan.is::<SortPreservingMergeExec>()
+        || plan.name() == "AnalyzeExec"
     {
         return vec![true; n];
     }
@@ -227,15 +230,15 @@ fn colocated(
 /// A join input that is a scan under projections, filters and broadcast
 /// joins it probes (under the exchange `EnsureRequirements` put there,
 /// which goes): each keeps its input's rows in their partitions.
-struct ScanPath<'a> {
+pub(super) struct ScanPath<'a> {
     /// The operators above the scan, top first, with the child the path
     /// goes through.
     above: Vec<(&'a Arc<dyn ExecutionPlan>, usize)>,
-    scan: &'a BeFragmentExec,
+    pub(super) scan: &'a BeFragmentExec,
 }
 
 impl<'a> ScanPath<'a> {
-    fn of(input: &'a Arc<dyn ExecutionPlan>) -> Option<ScanPath<'a>> {
+    pub(super) fn of(input: &'a Arc<dyn ExecutionPlan>) -> Option<ScanPath<'a>> {
         let mut p = input;
         while p.is::<RepartitionExec>() || p.is::<CoalescePartitionsExec>() {
             p = p.children()[0];
@@ -264,7 +267,7 @@ impl<'a> ScanPath<'a> {
     }
 
     /// The scan column that key `e` (over the path's top) is, if it is one.
-    fn scan_column(&self, e: &Arc<dyn PhysicalExpr>) -> Option<String> {
+    pub(super) fn scan_column(&self, e: &Arc<dyn PhysicalExpr>) -> Option<String> {
         let mut index = e.downcast_ref::<Column>()?.index();
         for (node, _) in &self.above {
             if let Some(p) = node.downcast_ref::<ProjectionExec>() {
@@ -281,7 +284,7 @@ impl<'a> ScanPath<'a> {
     }
 
     /// The path rebuilt over `scan`.
-    fn rebuild(&self, scan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    pub(super) fn rebuild(&self, scan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
         let mut out = scan;
         for (node, child) in self.above.iter().rev() {
             #[allow(deprecated)]

@@ -18,7 +18,10 @@
 //! backend fetches when the scan starts
 //! (`tethys_common::plan::cross_filters`). A join and a scan in one stage
 //! meet on the backend, which plans their filter again
-//! (`be/src/service/worker.rs`). Key collectors shared with scans in the
+//! (`be/src/service/worker.rs`), except a colocate or bucket shuffle join's:
+//! its inputs are dealt by bucket, not by DataFusion's hash, so the backend
+//! plans none, and its filter goes through the merge node too (all its
+//! build keys, as the FE tests them). Key collectors shared with scans in the
 //! FE's process stay in the FE's own stage only: they have no wire form.
 
 use std::collections::{HashMap, HashSet};
@@ -46,6 +49,8 @@ struct Survey {
     joins: HashMap<u64, (usize, u32)>,
     /// (stage, filter id) of each scan on the backends holding a filter.
     scans: Vec<(usize, u64)>,
+    /// Filters of colocate and bucket shuffle joins in backends' stages.
+    colocated: HashSet<u64>,
     stages: usize,
 }
 
@@ -62,12 +67,18 @@ impl Survey {
         if let Some(j) = plan.downcast_ref::<HashJoinExec>()
             && let Some(parts) = build_parts(j, tasks)
         {
+            let colocated = stage > 0
+                && (super::colocate::is_colocated(j)
+                    || super::bucket_shuffle::is_bucket_shuffle(j));
             for id in j
                 .dynamic_expressions_produced()
                 .iter()
                 .filter_map(|d| d.expression_id())
             {
                 self.joins.insert(id, (stage, parts));
+                if colocated {
+                    self.colocated.insert(id);
+                }
             }
         }
         if let Some(leaf) = plan.downcast_ref::<DistributedLeafExec>()
@@ -85,14 +96,15 @@ impl Survey {
         }
     }
 
-    /// Filters whose join and some scan are in different stages, with the
-    /// parts their build side publishes.
+    /// Filters whose join and some scan are in different stages (or in one
+    /// stage of a colocate or bucket shuffle join), with the parts their
+    /// build side publishes.
     fn crossing(&self) -> HashMap<u64, u32> {
         self.scans
             .iter()
             .filter_map(|(stage, id)| {
                 let (join_stage, parts) = self.joins.get(id)?;
-                (join_stage != stage).then_some((*id, *parts))
+                (join_stage != stage || self.colocated.contains(id)).then_some((*id, *parts))
             })
             .collect()
     }

@@ -25,8 +25,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::error::{DataFusionError, Result as DfResult};
-use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::QueryPlanner;
+use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
@@ -52,6 +52,7 @@ pub fn distributed(
     token: &str,
     stmt: &StatementCtx,
     runtime_filters: bool,
+    bucket_shuffle: bool,
 ) -> tethys_common::Result<SessionStateBuilder> {
     let mut headers = HeaderMap::new();
     let mut put = |k: &'static str, v: String| -> tethys_common::Result<()> {
@@ -83,6 +84,14 @@ pub fn distributed(
         put(task_headers::PROFILE, "1".into())?;
     }
     let router = backends.clone();
+    // The physical plan the distributed planner cuts into stages: with
+    // bucket shuffle joins, made once DataFusion has checked the plan.
+    let builder = match bucket_shuffle {
+        true => builder.with_query_planner(Arc::new(super::bucket_shuffle::BucketShufflePlanner {
+            hinted: stmt.join_hints.iter().map(|h| h.table.clone()).collect(),
+        })),
+        false => builder,
+    };
     let mut builder = builder
         .with_distributed_planner()
         .with_distributed_worker_resolver(BackendWorkers(backends.clone()))
@@ -334,14 +343,18 @@ pub fn placement(plan: &Arc<dyn ExecutionPlan>) -> Result<(), String> {
         if let Some(b) = bad {
             return Err(b);
         }
-        if let Some(n) = tasks {
-            task_backends(plan, n).map_err(|e| e.to_string())?;
+        let on = match tasks {
+            Some(n) => task_backends(plan, n).map_err(|e| e.to_string())?,
+            None => None,
+        };
+        if let Some(why) = super::bucket_shuffle::misplaced(plan, on.as_deref()) {
+            return Err(why);
         }
         below.iter().try_for_each(|(p, n)| stage(p, Some(*n)))
     }
     match plan.downcast_ref::<DistributedExec>() {
         Some(d) => d.children().iter().try_for_each(|c| stage(c, None)),
-        None => Ok(()),
+        None => super::bucket_shuffle::misplaced(plan, None).map_or(Ok(()), Err),
     }
 }
 
@@ -383,30 +396,57 @@ impl QueryPlanner for PlaceOrFallBack {
         logical_plan: &LogicalPlan,
         session_state: &dyn datafusion::catalog::Session,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        match self
+        let why = match self.place(logical_plan, session_state).await {
+            Ok(plan) => return Ok(plan),
+            Err(why) => why,
+        };
+        tracing::debug!("not distributed as planned: {why}");
+        // Bucket shuffle joins need their stage's tasks where the route
+        // sends rows (and a plan in one process has none of them): plan
+        // again without them, distributed, then in one process.
+        let Some(state) = session_state.as_any().downcast_ref::<SessionState>() else {
+            return Err(DataFusionError::Internal(
+                "the distributed planner was given another kind of session".into(),
+            ));
+        };
+        let config = state
+            .config()
+            .clone()
+            .with_extension(Arc::new(super::bucket_shuffle::WithoutBucketShuffle));
+        let without = SessionStateBuilder::new_from_existing(state.clone())
+            .with_config(config)
+            .build();
+        if why.starts_with(super::bucket_shuffle::MISPLACED) {
+            match self.place(logical_plan, &without).await {
+                Ok(plan) => return Ok(plan),
+                Err(why) => tracing::debug!("planned in one process: {why}"),
+            }
+        }
+        DefaultPhysicalPlanner::default()
+            .create_physical_plan(logical_plan, &without)
+            .await
+    }
+}
+
+impl PlaceOrFallBack {
+    /// The distributed plan, if it can be placed ([`placement`]).
+    async fn place(
+        &self,
+        logical_plan: &LogicalPlan,
+        session_state: &dyn datafusion::catalog::Session,
+    ) -> Result<Arc<dyn ExecutionPlan>, String> {
+        let plan = self
             .distributed
             .create_physical_plan(logical_plan, session_state)
             .await
-        {
-            Ok(plan) => match fe_reads_its_own(plan)
-                .map_err(|e| e.to_string())
-                .and_then(|plan| {
-                    placement(&plan)?;
-                    super::cross_filters::link(plan, self.max_in).map_err(|e| e.to_string())
-                }) {
-                Ok(plan) => {
-                    tracing::debug!(
-                        "distributed plan:\n{}",
-                        datafusion_distributed::display_plan_ascii(plan.as_ref(), false)
-                    );
-                    return Ok(plan);
-                }
-                Err(why) => tracing::debug!("planned in one process: {why}"),
-            },
-            Err(e) => tracing::debug!("not distributed: {e}"),
-        }
-        DefaultPhysicalPlanner::default()
-            .create_physical_plan(logical_plan, session_state)
-            .await
+            .map_err(|e| e.to_string())?;
+        let plan = fe_reads_its_own(plan).map_err(|e| e.to_string())?;
+        placement(&plan)?;
+        let plan = super::cross_filters::link(plan, self.max_in).map_err(|e| e.to_string())?;
+        tracing::debug!(
+            "distributed plan:\n{}",
+            datafusion_distributed::display_plan_ascii(plan.as_ref(), false)
+        );
+        Ok(plan)
     }
 }

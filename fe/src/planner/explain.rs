@@ -251,6 +251,7 @@ impl Builder {
                     self.fragments[self.current].colocated = true;
                     "COLOCATE"
                 }
+                _ if super::bucket_shuffle::is_bucket_shuffle(j) => "BUCKET_SHUFFLE",
                 _ => "PARTITIONED",
             };
             attrs.push(format!(
@@ -342,8 +343,14 @@ impl Builder {
     /// A stage of a distributed plan, behind the exchange `nb` it sends to:
     /// a fragment of its own.
     fn stage(&mut self, plan: &Arc<dyn ExecutionPlan>, limit: Option<usize>) -> RChild {
+        let route = super::bucket_shuffle::route_of(plan);
         let sink =
             match plan.downcast_ref::<datafusion::physical_plan::repartition::RepartitionExec>() {
+                // Doris' spelling.
+                Some(_) if route.is_some() => format!(
+                    "BUCKET_SHFFULE_HASH_PARTITIONED: {}",
+                    keys(route.iter().flat_map(|(_, k)| k))
+                ),
                 Some(r) => match r.partitioning() {
                     datafusion::physical_plan::Partitioning::Hash(k, _) => {
                         format!("HASH_PARTITIONED: {}", keys(k.iter()))

@@ -6,6 +6,7 @@
 //! [`remote::BeFragmentExec`]: the part of the plan that runs on backends
 //! (scan, filter, projection), serialized and sent over Arrow Flight.
 
+mod bucket_shuffle;
 mod colocate;
 mod cross_filters;
 pub mod distribute;
@@ -237,6 +238,7 @@ pub fn statement_context(
             &token,
             &stmt,
             vars.runtime_filters(),
+            vars.enable_bucket_shuffle_join(),
         )?;
     }
     let state = builder.build();

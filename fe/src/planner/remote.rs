@@ -58,6 +58,9 @@ pub struct FragmentInfo {
     /// The table's colocation group, when it is stable (each bucket read
     /// on one backend, the same for every table of the group).
     pub colocate_group: Option<String>,
+    /// Buckets of each partition read, when hash distributed and the same
+    /// for all of them (a row's bucket is its bucket hash modulo this).
+    pub bucket_num: Option<u32>,
 }
 
 /// Fragments running on backends, seen as one DataFusion leaf.
@@ -143,6 +146,32 @@ impl BeFragmentExec {
         out.fragments = fragments;
         out.by_bucket = Some(keys);
         Ok(out)
+    }
+
+    /// Where each bucket is read once this scan is dealt by bucket into
+    /// `n` partitions per backend ([`Self::aligned_by_bucket`]): exchange
+    /// partition `i * n + bucket % n` for the backend of fragment `i`, with
+    /// those backends in order (a bucket no fragment reads: 0). `None` when
+    /// the bucket count is not one for all partitions read, or a bucket is
+    /// read on two backends (partitions placed apart).
+    pub fn bucket_targets(&self, n: usize) -> Option<(Vec<u32>, Vec<i64>)> {
+        let buckets = self.info.bucket_num? as usize;
+        let mut targets: Vec<Option<u32>> = vec![None; buckets];
+        for (i, (_, p)) in self.fragments.iter().enumerate() {
+            for t in tethys_common::plan::scan_tablets(p) {
+                let at = u32::try_from(i * n + t.bucket as usize % n).ok()?;
+                let slot = targets.get_mut(t.bucket as usize)?;
+                if slot.is_some_and(|s| s != at) {
+                    return None;
+                }
+                *slot = Some(at);
+            }
+        }
+        let backends = self.fragments.iter().map(|(b, _)| b.id).collect();
+        Some((
+            targets.into_iter().map(|t| t.unwrap_or(0)).collect(),
+            backends,
+        ))
     }
 
     /// Whether this scan is dealt by bucket (a colocate join's side).

@@ -132,6 +132,14 @@ impl OlapTable {
                 Distribution::Random { .. } => vec![],
             },
             colocate_group: None,
+            bucket_num: match (&self.table.distribution, parts.first()) {
+                (Distribution::Hash { .. }, Some(first))
+                    if parts.iter().all(|p| p.tablets.len() == first.tablets.len()) =>
+                {
+                    Some(first.tablets.len() as u32)
+                }
+                _ => None,
+            },
             colocated: match &self.table.distribution {
                 Distribution::Hash { columns, .. } => {
                     let mut cols = columns.clone();

@@ -257,6 +257,7 @@ static VARS: &[VarDef] = &[
     v("enable_nereids_planner", "true", Kind::Bool),
     v("disable_join_reorder", "false", Kind::Bool),
     v("disable_colocate_plan", "false", Kind::Bool),
+    v("enable_bucket_shuffle_join", "true", Kind::Bool),
     v("max_join_number_of_reorder", "63", Kind::Int),
     // Tethys' own: ungrouped count/sum/min/max directly over a scan are
     // answered by the backends' storage (EXPLAIN: pushAggOp).
@@ -515,6 +516,13 @@ impl Variables {
     pub fn disable_colocate_plan(&self) -> bool {
         self.get("disable_colocate_plan")
             .is_some_and(|v| v == "true")
+    }
+
+    /// `enable_bucket_shuffle_join`: a join keyed on a table's
+    /// distribution columns moves only its other side.
+    pub fn enable_bucket_shuffle_join(&self) -> bool {
+        self.get("enable_bucket_shuffle_join")
+            .is_none_or(|v| v == "true")
     }
 
     /// Inner join trees of more relations than this keep their order.

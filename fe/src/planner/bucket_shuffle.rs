@@ -1,0 +1,290 @@
+//! Bucket shuffle joins: when the join keys cover one table's distribution
+//! columns, that table stays where it is and only the other side moves, to
+//! the backend and partition reading the bucket each row hashes to.
+//!
+//! ```sql
+//! -- lineitem: HASH(l_orderkey) BUCKETS 32; orders in no colocation group
+//! SELECT o_orderpriority, count(*) FROM orders JOIN lineitem
+//!     ON l_orderkey = o_orderkey GROUP BY o_orderpriority;
+//! --   join op: INNER JOIN(BUCKET_SHUFFLE)[]
+//! --   STREAM DATA SINK ... BUCKET_SHFFULE_HASH_PARTITIONED: o_orderkey
+//! ```
+//!
+//! A partitioned join (both sides hashed by `EnsureRequirements`) or a
+//! broadcast join, one of whose inputs is a scan path (`colocate::ScanPath`:
+//! a scan under projections, filters and broadcast joins it probes) keyed
+//! on all its table's distribution columns, of the same types, loses that
+//! side's exchange: the scan deals its tablets to partitions by bucket
+//! (`BeFragmentExec::aligned_by_bucket`, as a colocate join's sides do).
+//! The other side is hashed on a `tethys_bucket_route` call over its keys
+//! (`common/src/plan/bucket_route.rs`), which sends each row to the
+//! exchange partition reading its bucket.
+//!
+//! Distributed plans only (enable_bucket_shuffle_join, Doris' variable): the
+//! route addresses `n` partitions in each of the scan's backends' tasks, so
+//! the stage must run a task per backend of the scan, in its order;
+//! `distribute.rs` checks that once planned and otherwise plans again
+//! without them. The rewrite follows DataFusion's planning, checks
+//! included ([`BucketShufflePlanner`]), as the route is not the join keys'
+//! hash they ask for. As for colocate joins, the declared partitioning is
+//! not DataFusion's hash, so the rule fires only where nothing above the
+//! join relies on its output partitioning, and its runtime filter goes
+//! through the FE's merge node (`cross_filters.rs`).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::error::Result;
+use datafusion::execution::context::QueryPlanner;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
+use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
+use datafusion_distributed::{DistributedLeafExec, NetworkBoundaryExt};
+use tethys_common::plan::BucketRoute;
+use tethys_common::plan::build_keys::BuildKeysExec;
+
+use super::colocate::{ScanPath, rewrite};
+
+/// Session config extension of a planning without bucket shuffle joins
+/// (`distribute.rs`, when a plan with them cannot be placed).
+#[derive(Debug)]
+pub struct WithoutBucketShuffle;
+
+/// The physical plan with its bucket shuffle joins: DataFusion's physical
+/// planner (our rules included), then the rewrite, before the distributed
+/// planner cuts stages. After DataFusion's checks on purpose: the route is
+/// not the distribution `SanityCheckPlan` and the join's invariant ask for.
+/// Joins reading a table of `hinted` (a join hint's) keep the distribution
+/// it chose.
+#[derive(Debug)]
+pub struct BucketShufflePlanner {
+    pub hinted: Vec<String>,
+}
+
+#[async_trait]
+impl QueryPlanner for BucketShufflePlanner {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session_state: &dyn datafusion::catalog::Session,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let plan = DefaultPhysicalPlanner::default()
+            .create_physical_plan(logical_plan, session_state)
+            .await?;
+        let config = session_state.config();
+        if config.get_extension::<WithoutBucketShuffle>().is_some() {
+            return Ok(plan);
+        }
+        let n = config.target_partitions().max(1);
+        rewrite(plan, true, &|j, safe| {
+            bucket_shuffled(j, safe, n, &self.hinted)
+        })
+    }
+}
+
+/// The bucket shuffle form of join `j` (the staying side dealt in `n`
+/// partitions per backend), when it qualifies. A partitioned join may keep
+/// either side in place (the probe side tried first, the bigger one:
+/// `join_order.rs`); a broadcast join its probe side, its build side sent
+/// once rather than to every backend, as Doris prefers bucket shuffle to
+/// broadcast. A broadcast join's output partitioning was its probe side's
+/// (not hashed), so nothing above relies on it.
+fn bucket_shuffled(
+    j: &HashJoinExec,
+    safe: bool,
+    n: usize,
+    hinted: &[String],
+) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let mode = *j.partition_mode();
+    let sides: &[bool] = match mode {
+        PartitionMode::Partitioned if safe => &[true, false],
+        PartitionMode::CollectLeft => &[true],
+        _ => &[],
+    };
+    if j.null_aware {
+        return Ok(None);
+    }
+    for &stays_right in sides {
+        let (stays, moves) = match stays_right {
+            true => (j.right(), j.left()),
+            false => (j.left(), j.right()),
+        };
+        let Some((collector, input)) = moving_input(moves, mode) else {
+            continue;
+        };
+        let Some(path) = ScanPath::of(stays) else {
+            continue;
+        };
+        let scan = path.scan;
+        // A hinted join (`JOIN [shuffle] t`) keeps its distribution.
+        let is_hinted = |p: &ScanPath<'_>| {
+            hinted
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(&p.scan.info.table_name))
+        };
+        if is_hinted(&path) || ScanPath::of(input).is_some_and(|p| is_hinted(&p)) {
+            return Ok(None);
+        }
+        // The moving side's key for each distribution column, in order.
+        let Some(keys) = scan
+            .info
+            .bucket_columns
+            .iter()
+            .try_fold(vec![], |mut keys, c| {
+                let key = j.on().iter().find_map(|(l, r)| {
+                    let (s, m) = if stays_right { (r, l) } else { (l, r) };
+                    path.scan_column(s)
+                        .is_some_and(|col| col.eq_ignore_ascii_case(c))
+                        .then(|| m.clone())
+                })?;
+                keys.push(key);
+                Some(keys)
+            })
+        else {
+            continue;
+        };
+        if keys.is_empty() || !same_hashed_types(&keys, input, scan) {
+            continue;
+        }
+        let Some((targets, backends)) = scan.bucket_targets(n) else {
+            continue;
+        };
+        let partitions = u32::try_from(backends.len() * n).unwrap_or(u32::MAX);
+        let route =
+            BucketRoute::try_new(targets, partitions, backends)?.call(keys, &input.schema())?;
+        // Joins below the moving side, now under an exchange, may be
+        // bucket shuffled too.
+        let input = rewrite(input.clone(), true, &|j, safe| {
+            bucket_shuffled(j, safe, n, hinted)
+        })?;
+        let mut moved: Arc<dyn ExecutionPlan> = Arc::new(RepartitionExec::try_new(
+            input,
+            Partitioning::Hash(vec![route], n),
+        )?);
+        if let Some(c) = collector {
+            #[allow(deprecated)]
+            let with = c.with_new_children(vec![moved])?;
+            moved = with;
+        }
+        let stayed = path.rebuild(Arc::new(scan.aligned_by_bucket(n)?))?;
+        let children = match stays_right {
+            true => vec![moved, stayed],
+            false => vec![stayed, moved],
+        };
+        let join = j
+            .builder()
+            .with_partition_mode(PartitionMode::Partitioned)
+            .with_new_children(children)?
+            .recompute_properties()
+            .build_exec()?;
+        return Ok(Some(join));
+    }
+    Ok(None)
+}
+
+type Plan = Arc<dyn ExecutionPlan>;
+
+/// The moving side's rows before the exchange `EnsureRequirements` put
+/// over them (a hash repartition; a broadcast join's build side, the merge
+/// of its partitions, if any), and the key collector over it
+/// (`runtime_filter.rs`), which stays on top.
+fn moving_input(moves: &Plan, mode: PartitionMode) -> Option<(Option<Plan>, &Plan)> {
+    let collector = moves.is::<BuildKeysExec>().then(|| moves.clone());
+    let below = match &collector {
+        Some(_) => moves.children()[0],
+        None => moves,
+    };
+    let input = match mode {
+        PartitionMode::Partitioned => {
+            let r = below.downcast_ref::<RepartitionExec>()?;
+            matches!(r.partitioning(), Partitioning::Hash(..)).then_some(r.input())?
+        }
+        _ if below.is::<CoalescePartitionsExec>() => below.children()[0],
+        _ => below,
+    };
+    Some((collector, input))
+}
+
+/// Whether each moving key has its distribution column's type, one the
+/// bucket hash reads as loads do (a wider or other type hashes apart).
+fn same_hashed_types(
+    keys: &[Arc<dyn PhysicalExpr>],
+    input: &Arc<dyn ExecutionPlan>,
+    scan: &super::remote::BeFragmentExec,
+) -> bool {
+    use arrow::datatypes::DataType::*;
+    let schema = input.schema();
+    let scan_schema = scan.schema();
+    keys.iter().zip(&scan.info.bucket_columns).all(|(k, c)| {
+        let Ok(field) = scan_schema.field_with_name(c) else {
+            return false;
+        };
+        let t = field.data_type();
+        k.data_type(&schema).is_ok_and(|kt| &kt == t)
+            && matches!(
+                t,
+                Int8 | Int16 | Int32 | Int64 | Date32 | Decimal128(..) | Utf8
+            )
+    })
+}
+
+/// The route `plan` (a repartition or the exchange reading one) hashes
+/// by, and its keys.
+pub fn route_of(
+    plan: &Arc<dyn ExecutionPlan>,
+) -> Option<(BucketRoute, Vec<Arc<dyn PhysicalExpr>>)> {
+    match plan.output_partitioning() {
+        Partitioning::Hash(keys, _) => match keys.as_slice() {
+            [k] => BucketRoute::of_call(k).map(|(r, keys)| (r, keys.to_vec())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether `join` is a bucket shuffle join (EXPLAIN's `BUCKET_SHUFFLE`):
+/// one input arrives hashed on a route.
+pub fn is_bucket_shuffle(join: &HashJoinExec) -> bool {
+    fn routed(p: &Arc<dyn ExecutionPlan>) -> bool {
+        route_of(p).is_some()
+            || (p.is::<BuildKeysExec>() && p.children().first().is_some_and(|c| routed(c)))
+    }
+    *join.partition_mode() == PartitionMode::Partitioned
+        && (routed(join.left()) || routed(join.right()))
+}
+
+/// How [`misplaced`]'s reasons begin.
+pub const MISPLACED: &str = "a bucket shuffle";
+
+/// Why the bucket shuffle joins of a stage cannot run as planned: each
+/// route names the backends of its consumer tasks, in order, and `tasks`
+/// (the backend of each of the stage's tasks; `None`: the FE's stage or a
+/// plan run in one process) must be those.
+pub fn misplaced(stage: &Arc<dyn ExecutionPlan>, tasks: Option<&[i64]>) -> Option<String> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    let mut why = None;
+    let _ = stage.apply(|p| {
+        // Below the stage's own root (a producer's repartition sends by
+        // the route; the stage reading it is checked).
+        let reads = p.is_network_boundary() || !Arc::ptr_eq(p, stage);
+        if reads
+            && let Some((route, _)) = route_of(p)
+            && tasks != Some(route.backends.as_slice())
+        {
+            why = Some(format!(
+                "{MISPLACED} to tasks on backends {:?} read by tasks on {tasks:?}",
+                route.backends
+            ));
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        if p.is_network_boundary() || p.is::<DistributedLeafExec>() {
+            return Ok(TreeNodeRecursion::Jump);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    why
+}
