@@ -47,7 +47,7 @@ use datafusion_distributed::{DistributedLeafExec, NetworkBoundaryExt};
 use tethys_common::plan::BucketRoute;
 use tethys_common::plan::build_keys::BuildKeysExec;
 
-use super::colocate::{ScanPath, rewrite};
+use super::colocate::{ScanPath, reads_hinted, rewrite};
 
 /// Session config extension of a planning without bucket shuffle joins
 /// (`distribute.rs`, when a plan with them cannot be placed).
@@ -121,12 +121,9 @@ fn bucket_shuffled(
         };
         let scan = path.scan;
         // A hinted join (`JOIN [shuffle] t`) keeps its distribution.
-        let is_hinted = |p: &ScanPath<'_>| {
-            hinted
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case(&p.scan.info.table_name))
-        };
-        if is_hinted(&path) || ScanPath::of(input).is_some_and(|p| is_hinted(&p)) {
+        if reads_hinted(scan, hinted)
+            || ScanPath::of(input).is_some_and(|p| reads_hinted(p.scan, hinted))
+        {
             return Ok(None);
         }
         // The moving side's key for each distribution column, in order.

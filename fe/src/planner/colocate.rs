@@ -184,14 +184,9 @@ fn colocated(
     ) else {
         return Ok(None);
     };
-    let is_hinted = |s: &BeFragmentExec| {
-        hinted
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case(&s.info.table_name))
-    };
     if lg != rg
-        || is_hinted(left.scan)
-        || is_hinted(right.scan)
+        || reads_hinted(left.scan, hinted)
+        || reads_hinted(right.scan, hinted)
         || !left.scan.meets_bucket_by_bucket(right.scan)
     {
         return Ok(None);
@@ -225,6 +220,14 @@ fn colocated(
         .recompute_properties()
         .build_exec()?;
     Ok(Some(join))
+}
+
+/// Whether `scan` reads a table a join hint names (its join keeps the
+/// distribution the hint chose).
+pub(super) fn reads_hinted(scan: &BeFragmentExec, hinted: &[String]) -> bool {
+    hinted
+        .iter()
+        .any(|t| t.eq_ignore_ascii_case(&scan.info.table_name))
 }
 
 /// A join input that is a scan under projections, filters and broadcast

@@ -50,7 +50,7 @@ struct Survey {
     /// (stage, filter id) of each scan on the backends holding a filter.
     scans: Vec<(usize, u64)>,
     /// Filters of colocate and bucket shuffle joins in backends' stages.
-    colocated: HashSet<u64>,
+    by_bucket: HashSet<u64>,
     stages: usize,
 }
 
@@ -67,7 +67,7 @@ impl Survey {
         if let Some(j) = plan.downcast_ref::<HashJoinExec>()
             && let Some(parts) = build_parts(j, tasks)
         {
-            let colocated = stage > 0
+            let by_bucket = stage > 0
                 && (super::colocate::is_colocated(j)
                     || super::bucket_shuffle::is_bucket_shuffle(j));
             for id in j
@@ -76,8 +76,8 @@ impl Survey {
                 .filter_map(|d| d.expression_id())
             {
                 self.joins.insert(id, (stage, parts));
-                if colocated {
-                    self.colocated.insert(id);
+                if by_bucket {
+                    self.by_bucket.insert(id);
                 }
             }
         }
@@ -104,7 +104,7 @@ impl Survey {
             .iter()
             .filter_map(|(stage, id)| {
                 let (join_stage, parts) = self.joins.get(id)?;
-                (join_stage != stage || self.colocated.contains(id)).then_some((*id, *parts))
+                (join_stage != stage || self.by_bucket.contains(id)).then_some((*id, *parts))
             })
             .collect()
     }
