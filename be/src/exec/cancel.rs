@@ -23,6 +23,16 @@
 //! join counting billions of rows kept both threads of a 2-core backend
 //! for minutes, so that neither the cancel nor a heartbeat got through. The
 //! same check yields every [`SLICE`].
+//!
+//! And it starts its leaf when the stage first asks it for a batch, not
+//! when the stage is set up: an exchange reader set up asks its producers'
+//! backends to run their stage at once, and a join reads its probe side
+//! only once its build side is in. Started with the query, a scan under a
+//! join's probe side (TPC-H q18: orders, then lineitem, below a semi join
+//! with lineitem's heavy orders) began its `runtime_filter_wait_time_ms`
+//! with the query, read without the filter when the build side took longer
+//! (4 s at SF10) and shuffled every row; started when read, as in one
+//! process, the filter is there.
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -127,7 +137,8 @@ pub fn with_cancel_checks(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn Execut
         .data)
 }
 
-/// Passes its input through until the query is cancelled, then fails.
+/// Starts its input when first polled and passes it through until the
+/// query is cancelled, then fails.
 #[derive(Debug)]
 pub struct CancelCheckExec {
     input: Arc<dyn ExecutionPlan>,
@@ -175,24 +186,29 @@ impl ExecutionPlan for CancelCheckExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let input = self.input.execute(partition, context.clone())?;
-        match context.session_config().get_extension::<Cancelled>() {
-            Some(flag) => Ok(Box::pin(CheckedStream {
-                input,
-                flag,
-                failed: false,
-                ran_since: Instant::now(),
-                waiting_since: None,
-                wait: MetricBuilder::new(&self.metrics).subset_time("WaitTime", partition),
-            })),
-            None => Ok(input),
-        }
+        Ok(Box::pin(CheckedStream {
+            flag: context.session_config().get_extension::<Cancelled>(),
+            schema: self.input.schema(),
+            input: Input::NotStarted(self.input.clone(), partition, context),
+            failed: false,
+            ran_since: Instant::now(),
+            waiting_since: None,
+            wait: MetricBuilder::new(&self.metrics).subset_time("WaitTime", partition),
+        }))
     }
 }
 
+/// The leaf, executed at the first poll.
+enum Input {
+    NotStarted(Arc<dyn ExecutionPlan>, usize, Arc<TaskContext>),
+    Started(SendableRecordBatchStream),
+}
+
 struct CheckedStream {
-    input: SendableRecordBatchStream,
-    flag: Arc<Cancelled>,
+    input: Input,
+    schema: SchemaRef,
+    /// The query's flag (none outside a worker's task).
+    flag: Option<Arc<Cancelled>>,
     failed: bool,
     /// When the stage last gave its thread back.
     ran_since: Instant,
@@ -208,7 +224,7 @@ impl Stream for CheckedStream {
         if self.failed {
             return Poll::Ready(None);
         }
-        if self.flag.is_set() {
+        if self.flag.as_ref().is_some_and(|f| f.is_set()) {
             self.failed = true;
             let e = DataFusionError::External(Box::new(TethysError::Cancelled));
             return Poll::Ready(Some(Err(e)));
@@ -222,7 +238,19 @@ impl Stream for CheckedStream {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        let polled = self.input.poll_next_unpin(cx);
+        if let Input::NotStarted(plan, partition, context) = &self.input {
+            match plan.execute(*partition, context.clone()) {
+                Ok(stream) => self.input = Input::Started(stream),
+                Err(e) => {
+                    self.failed = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
+            }
+        }
+        let Input::Started(input) = &mut self.input else {
+            return Poll::Ready(None);
+        };
+        let polled = input.poll_next_unpin(cx);
         match (&polled, self.waiting_since) {
             (Poll::Pending, None) => self.waiting_since = Some(Instant::now()),
             (Poll::Ready(_), Some(since)) => {
@@ -237,7 +265,7 @@ impl Stream for CheckedStream {
 
 impl RecordBatchStream for CheckedStream {
     fn schema(&self) -> SchemaRef {
-        self.input.schema()
+        self.schema.clone()
     }
 }
 
@@ -259,5 +287,53 @@ mod tests {
             "a task of a cancelled query starts cancelled"
         );
         assert!(!q.of("c").is_set());
+    }
+
+    /// A leaf whose `execute` counts its calls.
+    #[derive(Debug)]
+    struct Counted(SchemaRef, Arc<std::sync::atomic::AtomicUsize>);
+
+    impl datafusion::physical_plan::streaming::PartitionStream for Counted {
+        fn schema(&self) -> &SchemaRef {
+            &self.0
+        }
+
+        fn execute(&self, _: Arc<TaskContext>) -> SendableRecordBatchStream {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            let batch = RecordBatch::new_empty(self.0.clone());
+            Box::pin(
+                datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                    self.0.clone(),
+                    futures::stream::iter([Ok(batch)]),
+                ),
+            )
+        }
+    }
+
+    /// A stage's leaf starts when the stage first reads it (a join's probe
+    /// side after its build side), not when the stage is set up: an
+    /// exchange reader started asks its producers to run at once.
+    #[tokio::test]
+    async fn a_leaf_starts_when_first_read() {
+        let schema = Arc::new(arrow::datatypes::Schema::empty());
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let leaf = datafusion::physical_plan::streaming::StreamingTableExec::try_new(
+            schema.clone(),
+            vec![Arc::new(Counted(schema, calls.clone()))],
+            None,
+            [],
+            false,
+            None,
+        )
+        .unwrap();
+        let checked = CancelCheckExec::new(Arc::new(leaf));
+        let mut stream = checked
+            .execute(0, Arc::new(TaskContext::default()))
+            .unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "set up, not started");
+        assert!(stream.next().await.unwrap().is_ok());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert!(stream.next().await.is_none());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 }
