@@ -67,7 +67,7 @@ pub struct Frontend {
     /// Tables `ADMIN REPAIR TABLE` put first in the tablet scheduler.
     repair_first: Mutex<BTreeSet<i64>>,
     /// The merge node of runtime filters across backends.
-    pub filter_merge: Arc<crate::filter_merge::FilterMergeNode>,
+    pub filter_merge: Arc<tethys_common::plan::filter_merge::FilterMergeNode>,
 }
 
 /// How many connections and prepared statements clients may hold.

@@ -6,7 +6,6 @@ pub mod auth;
 pub mod backends;
 pub mod catalog;
 pub mod executor;
-pub mod filter_merge;
 pub mod frontend;
 pub mod load_plan;
 pub mod metadata;

@@ -17,7 +17,8 @@
 //! backends) filters this scan through the FE's merge node
 //! (`tethys_common::plan::cross_filters`): [`RemoteFilters`] fetches the
 //! merged filter when the scan starts and applies it as it would a local
-//! join's.
+//! join's. So does a colocate or bucket shuffle join of the scan's own
+//! task, through the task's own merge node (`in_task`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,6 +89,8 @@ pub struct RemoteFilters {
 #[derive(Debug)]
 struct RemoteFilter {
     id: u64,
+    /// From the task's own merge node (`RemoteRuntimeFilterPb::in_task`).
+    in_task: bool,
     /// Per join key: the scan's column it is, if any.
     probe: Vec<Option<Arc<dyn PhysicalExpr>>>,
     dynamic: Arc<DynamicFilterPhysicalExpr>,
@@ -114,6 +117,7 @@ impl RemoteFilters {
                 let columns: Vec<_> = probe.iter().flatten().cloned().collect();
                 (!columns.is_empty()).then(|| RemoteFilter {
                     id: f.filter_id,
+                    in_task: f.in_task,
                     probe,
                     dynamic: Arc::new(DynamicFilterPhysicalExpr::new(columns, lit(true))),
                 })
@@ -150,7 +154,7 @@ impl RemoteFilters {
                 filter_id: f.id,
                 wait_ms: wait.as_millis() as u64,
             };
-            let fetch = cross.merge.fetch(req);
+            let fetch = cross.node(f.in_task).fetch(req);
             let probe = f.probe.clone();
             let dynamic = f.dynamic.clone();
             let id = f.id;

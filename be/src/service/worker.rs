@@ -26,6 +26,7 @@ use datafusion_distributed::{
 use futures::future::BoxFuture;
 use tethys_common::plan::TethysCodec;
 use tethys_common::plan::cross_filters::{self, CrossFilters, FilterMerge};
+use tethys_common::plan::filter_merge::{FilterMergeNode, LocalMerge};
 use tethys_common::task_headers;
 use tethys_proto::{
     AwaitRuntimeFilterRequest, AwaitRuntimeFilterResponse, PublishRuntimeFilterRequest,
@@ -155,9 +156,13 @@ pub fn worker(
                 let query_id = header(&headers, task_headers::QUERY_ID).unwrap_or_default();
                 // The FE's CancelQuery stops the query's stages here.
                 cfg.set_extension(cancels.of(query_id));
+                // A session per task: the task's own merge node, for its
+                // colocate and bucket shuffle joins' filters.
+                let in_task = Arc::new(LocalMerge(Arc::new(FilterMergeNode::default())));
                 cfg.set_extension(Arc::new(CrossFilters {
                     query_id: query_id.to_string(),
                     merge,
+                    in_task,
                 }));
             }
             let limit: usize = header(&headers, task_headers::MEM_LIMIT)

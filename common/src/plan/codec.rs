@@ -73,6 +73,8 @@ impl PhysicalExtensionCodec for TethysCodec {
                     keys,
                     expected_parts: node.expected_parts,
                     max_in: node.max_in,
+                    in_task: node.in_task,
+                    key_share: node.key_share,
                 };
                 Ok(Arc::new(BuildKeysExec::publishing(input.clone(), publish)))
             }
@@ -114,6 +116,8 @@ impl PhysicalExtensionCodec for TethysCodec {
                 keys,
                 expected_parts: sink.expected_parts,
                 max_in: sink.max_in,
+                in_task: sink.in_task,
+                key_share: sink.key_share,
             }
             .encode(buf)
             .map_err(|e| DataFusionError::Internal(format!("encode runtime filter sink: {e}")))?;

@@ -13,11 +13,19 @@
 //! backends (a partitioned join), so no single instance knows every key:
 //! each build partition sends its keys to the FE (`BuildKeysExec` with
 //! [`Publish`], `PublishRuntimeFilter`), the FE merges them once every part has arrived
-//! (`fe/src/filter_merge.rs`), and the probe scans in other stages,
+//! ([`super::filter_merge`]), and the probe scans in other stages,
 //! on every backend, fetch the merged filter when they start
 //! (`AwaitRuntimeFilter`), waiting at most `runtime_filter_wait_time_ms`
 //! before reading without it. The FE plans which join feeds which scan
 //! (`fe/src/planner/cross_filters.rs`).
+//!
+//! A colocate or bucket shuffle join deals both its inputs by bucket, not
+//! by DataFusion's hash, so DataFusion's own filter (routed by its hash)
+//! cannot serve its scans; but a task's probe rows meet only that task's
+//! build keys. Its partitions publish to the task's own merge node
+//! ([`CrossFilters::in_task`], `in_task` on both ends), which waits for the
+//! task's build partitions only, and its scans, in the same task, fetch
+//! from there: no call to the FE, no wait for other backends.
 
 use std::fmt;
 use std::sync::Arc;
@@ -53,23 +61,40 @@ pub trait FilterMerge: Send + Sync + fmt::Debug {
     ) -> BoxFuture<'static, Result<AwaitRuntimeFilterResponse>>;
 }
 
-/// A session extension: the query a task belongs to and its merge node.
+/// A session extension: the query a task belongs to, its merge node and
+/// the task's own (for joins whose build and probe sides are all in the
+/// task).
 #[derive(Debug, Clone)]
 pub struct CrossFilters {
     pub query_id: String,
     pub merge: Arc<dyn FilterMerge>,
+    pub in_task: Arc<dyn FilterMerge>,
+}
+
+impl CrossFilters {
+    /// The merge node of filters `in_task` or not.
+    pub fn node(&self, in_task: bool) -> &Arc<dyn FilterMerge> {
+        match in_task {
+            true => &self.in_task,
+            false => &self.merge,
+        }
+    }
 }
 
 /// How a build partition publishes its keys (`BuildKeysExec` with
 /// `KeysTo::Merge`): the filter, the join's build key expressions (over the
-/// build side), the parts the merge node waits for and Doris'
-/// `runtime_filter_max_in_num` for the merged IN list.
+/// build side), the parts the merge node waits for, Doris'
+/// `runtime_filter_max_in_num` for the merged IN list, whether it goes
+/// to the task's own merge node, and then how many tasks share the join's
+/// keys (`BuildKeys::share_key_range`).
 #[derive(Debug, Clone)]
 pub struct Publish {
     pub filter_id: u64,
     pub keys: Vec<PhysicalExprRef>,
     pub expected_parts: u32,
     pub max_in: u32,
+    pub in_task: bool,
+    pub key_share: u32,
 }
 
 impl Publish {
@@ -90,8 +115,9 @@ impl Publish {
             max_in: self.max_in,
             keys: ipc_bytes(&batch)?,
             overflow,
+            key_share: self.key_share,
         };
-        let send = cross.merge.publish(part);
+        let send = cross.node(self.in_task).publish(part);
         let filter_id = self.filter_id;
         tokio::spawn(async move {
             if let Err(e) = send.await {
@@ -132,4 +158,53 @@ pub fn from_ipc(bytes: &[u8]) -> Result<(SchemaRef, Option<RecordBatch>)> {
         ));
     }
     Ok((schema, batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::filter_merge::{FilterMergeNode, LocalMerge};
+    use super::*;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::physical_expr::expressions::col;
+    use std::time::Duration;
+
+    /// A part of a filter merged in the task goes to the task's own merge
+    /// node, the others to the FE's.
+    #[tokio::test]
+    async fn a_part_goes_to_the_merge_node_it_names() {
+        let (fe, task) = (
+            Arc::new(FilterMergeNode::default()),
+            Arc::new(FilterMergeNode::default()),
+        );
+        let cross = CrossFilters {
+            query_id: "q".into(),
+            merge: Arc::new(LocalMerge(fe.clone())),
+            in_task: Arc::new(LocalMerge(task.clone())),
+        };
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+        let keys = BuildKeys::try_new(vec![col("k", &schema).unwrap()], &schema).unwrap();
+        keys.start(1);
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![7]))])
+            .unwrap();
+        keys.add(&batch).unwrap();
+        keys.finish_partition();
+        for (id, in_task) in [(1, true), (2, false)] {
+            let publish = Publish {
+                filter_id: id,
+                keys: keys.exprs().to_vec(),
+                expected_parts: 1,
+                max_in: 1024,
+                in_task,
+                key_share: 1,
+            };
+            publish.send(&keys, &cross).unwrap();
+        }
+        let wait = Duration::from_secs(5);
+        assert!(task.fetch("q", 1, wait).await.ready);
+        assert!(fe.fetch("q", 2, wait).await.ready);
+        let short = Duration::from_millis(20);
+        assert!(!fe.fetch("q", 1, short).await.ready, "not sent to the FE");
+        assert!(!task.fetch("q", 2, short).await.ready);
+    }
 }

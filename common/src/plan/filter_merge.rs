@@ -1,9 +1,12 @@
 //! The merge node of runtime filters across backends
-//! (`tethys_common::plan::cross_filters` explains the flow): the build
-//! partitions of a join, on any backend or on the FE, send their keys here;
-//! once every part has arrived the keys become one filter (bounds, and a
-//! bitmap, IN list or bloom filter as for a join on the FE), which probe
-//! scans on every backend fetch, waiting for it a bounded time.
+//! (`cross_filters.rs` explains the flow): the build partitions of a join,
+//! on any backend or on the FE, send their keys here; once every part has
+//! arrived the keys become one filter (bounds, and a bitmap, IN list or
+//! bloom filter as for a join on the FE), which probe scans on every
+//! backend fetch, waiting for it a bounded time. The FE keeps one for all
+//! queries; each task of a backend keeps its own for the joins whose build
+//! partitions and probe scans all run in that task (a colocate or bucket
+//! shuffle join's: `CrossFilters::in_task`).
 //!
 //! Filters live here per query; a query's are dropped when it ends, and any
 //! left behind (a query that never ran its scans) after [`IDLE`]. At most
@@ -14,6 +17,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::TethysCodec;
+use super::build_keys::BuildKeys;
+use super::cross_filters::{FilterMerge, from_ipc, ipc_schema_bytes};
 use arrow::datatypes::Schema;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::conjunction;
@@ -21,9 +27,6 @@ use datafusion::physical_expr::expressions::col;
 use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
 use futures::future::BoxFuture;
 use prost::Message;
-use tethys_common::plan::TethysCodec;
-use tethys_common::plan::build_keys::BuildKeys;
-use tethys_common::plan::cross_filters::{FilterMerge, from_ipc, ipc_schema_bytes};
 use tethys_proto::{
     AwaitRuntimeFilterRequest, AwaitRuntimeFilterResponse, PublishRuntimeFilterRequest,
 };
@@ -62,7 +65,7 @@ impl Entry {
     }
 }
 
-/// The FE's merge node.
+/// A merge node: the FE's, or a backend task's own.
 #[derive(Default)]
 pub struct FilterMergeNode {
     filters: Mutex<HashMap<Key, Entry>>,
@@ -120,6 +123,7 @@ impl FilterMergeNode {
                     .collect::<Result<Vec<_>>>()?;
                 let k = BuildKeys::try_new(exprs, &schema)?;
                 k.start(part.expected_parts.max(1) as usize);
+                k.share_key_range(part.key_share as usize);
                 e.keys.insert(k)
             }
         };
@@ -179,7 +183,8 @@ fn merged(keys: &BuildKeys, schema: &Schema, max_in: usize) -> Result<AwaitRunti
     })
 }
 
-/// The FE's own stage (joins it runs) publishes and fetches in process.
+/// Publishing to and fetching from a merge node in this process: the FE's
+/// own stage (joins it runs), a backend task's filters within the task.
 #[derive(Debug, Clone)]
 pub struct LocalMerge(pub Arc<FilterMergeNode>);
 
@@ -209,12 +214,12 @@ impl FilterMerge for LocalMerge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::cross_filters::ipc_bytes;
     use arrow::array::{AsArray, Int64Array};
     use arrow::datatypes::{DataType, Field};
     use arrow::record_batch::RecordBatch;
     use datafusion::physical_expr::PhysicalExpr;
     use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
-    use tethys_common::plan::cross_filters::ipc_bytes;
 
     fn part(query: &str, part: u64, keys: Vec<i64>) -> PublishRuntimeFilterRequest {
         let schema = Arc::new(Schema::new(vec![Field::new("k0", DataType::Int64, true)]));
@@ -227,6 +232,7 @@ mod tests {
             max_in: 1024,
             keys: ipc_bytes(&batch).unwrap(),
             overflow: false,
+            key_share: 1,
         }
     }
 

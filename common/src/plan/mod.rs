@@ -13,6 +13,7 @@ pub mod build_keys;
 mod codec;
 pub mod cross_filters;
 mod exact_decimal;
+pub mod filter_merge;
 mod node_impl;
 mod olap_scan;
 mod profile;

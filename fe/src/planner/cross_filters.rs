@@ -20,9 +20,11 @@
 //! meet on the backend, which plans their filter again
 //! (`be/src/service/worker.rs`), except a colocate or bucket shuffle join's:
 //! its inputs are dealt by bucket, not by DataFusion's hash, so the backend
-//! plans none, and its filter goes through the merge node too (all its
-//! build keys, as the FE tests them). Key collectors shared with scans in the
-//! FE's process stay in the FE's own stage only: they have no wire form.
+//! plans none; its filter goes through the task's own merge node instead
+//! (`in_task`: the task's build partitions are every key its scans' rows
+//! can meet), or the FE's when a scan it filters is in another stage. Key
+//! collectors shared with scans in the FE's process stay in the FE's own
+//! stage only: they have no wire form.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -44,9 +46,9 @@ use super::remote::BeFragmentExec;
 /// Where each join's filter is built and which stages' scans hold it.
 #[derive(Default)]
 struct Survey {
-    /// Filter id -> (stage, parts its build side publishes), for joins
-    /// whose build partitions can be counted.
-    joins: HashMap<u64, (usize, u32)>,
+    /// Filter id -> its join, for joins whose build partitions can be
+    /// counted.
+    joins: HashMap<u64, JoinFilter>,
     /// (stage, filter id) of each scan on the backends holding a filter.
     scans: Vec<(usize, u64)>,
     /// Filters of colocate and bucket shuffle joins in backends' stages.
@@ -66,6 +68,7 @@ impl Survey {
         }
         if let Some(j) = plan.downcast_ref::<HashJoinExec>()
             && let Some(parts) = build_parts(j, tasks)
+            && let Some(per_task) = build_parts(j, 1)
         {
             let by_bucket = stage > 0
                 && (super::colocate::is_colocated(j)
@@ -75,7 +78,14 @@ impl Survey {
                 .iter()
                 .filter_map(|d| d.expression_id())
             {
-                self.joins.insert(id, (stage, parts));
+                let tasks = u32::try_from(tasks.max(1)).unwrap_or(u32::MAX);
+                let join = JoinFilter {
+                    stage,
+                    parts,
+                    per_task,
+                    tasks,
+                };
+                self.joins.insert(id, join);
                 if by_bucket {
                     self.by_bucket.insert(id);
                 }
@@ -97,17 +107,57 @@ impl Survey {
     }
 
     /// Filters whose join and some scan are in different stages (or in one
-    /// stage of a colocate or bucket shuffle join), with the parts their
-    /// build side publishes.
-    fn crossing(&self) -> HashMap<u64, u32> {
-        self.scans
-            .iter()
-            .filter_map(|(stage, id)| {
-                let (join_stage, parts) = self.joins.get(id)?;
-                (join_stage != stage || self.by_bucket.contains(id)).then_some((*id, *parts))
-            })
-            .collect()
+    /// stage of a colocate or bucket shuffle join), with how they are
+    /// merged.
+    fn crossing(&self) -> HashMap<u64, Crossing> {
+        let mut out: HashMap<u64, Crossing> = HashMap::new();
+        for (stage, id) in &self.scans {
+            let Some(j) = self.joins.get(id) else {
+                continue;
+            };
+            let by_bucket = self.by_bucket.contains(id);
+            if j.stage == *stage && !by_bucket {
+                continue;
+            }
+            // Within the task only while every scan it filters is there.
+            let in_task = by_bucket && j.stage == *stage && out.get(id).is_none_or(|c| c.in_task);
+            let crossing = match in_task {
+                true => Crossing {
+                    parts: j.per_task,
+                    in_task,
+                    key_share: j.tasks,
+                },
+                false => Crossing {
+                    parts: j.parts,
+                    in_task,
+                    key_share: 1,
+                },
+            };
+            out.insert(*id, crossing);
+        }
+        out
     }
+}
+
+/// A join producing a filter: its stage, the parts its build side
+/// publishes (every partition of every task), those of one task, and the
+/// stage's tasks.
+#[derive(Debug, Clone, Copy)]
+struct JoinFilter {
+    stage: usize,
+    parts: u32,
+    per_task: u32,
+    tasks: u32,
+}
+
+/// How a filter crossing to scans is merged: the parts its build side
+/// publishes, whether in each task (its scans all in the join's task), and
+/// how many tasks then share the join's keys.
+#[derive(Debug, Clone, Copy)]
+struct Crossing {
+    parts: u32,
+    in_task: bool,
+    key_share: u32,
 }
 
 /// The build partitions that publish a join's keys in a stage of `tasks`
@@ -136,7 +186,7 @@ pub fn link(plan: Arc<dyn ExecutionPlan>, max_in: usize) -> Result<Arc<dyn Execu
 fn rewrite(
     plan: Arc<dyn ExecutionPlan>,
     head: bool,
-    crossing: &HashMap<u64, u32>,
+    crossing: &HashMap<u64, Crossing>,
     max_in: u32,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     Ok(plan
@@ -174,8 +224,10 @@ fn rewrite(
                 let publish = Publish {
                     filter_id: id,
                     keys: j.on().iter().map(|(l, _)| l.clone()).collect(),
-                    expected_parts: parts,
+                    expected_parts: parts.parts,
                     max_in,
+                    in_task: parts.in_task,
+                    key_share: parts.key_share,
                 };
                 let sink = BuildKeysExec::publishing(j.left().clone(), publish);
                 let probe = j.right().clone();
@@ -186,13 +238,10 @@ fn rewrite(
             if let Some(leaf) = p.downcast_ref::<DistributedLeafExec>()
                 && let Some(be) = leaf.original().downcast_ref::<BeFragmentExec>()
             {
-                let filters: Vec<&Arc<dyn PhysicalExpr>> = be
+                let filters: Vec<(&Arc<dyn PhysicalExpr>, bool)> = be
                     .runtime_filters()
                     .iter()
-                    .filter(|f| {
-                        f.expression_id()
-                            .is_some_and(|id| crossing.contains_key(&id))
-                    })
+                    .filter_map(|f| Some((f, crossing.get(&f.expression_id()?)?.in_task)))
                     .collect();
                 if filters.is_empty() {
                     return Ok(Transformed::new(p, changed, TreeNodeRecursion::Jump));
@@ -215,11 +264,12 @@ fn rewrite(
 }
 
 /// `variant` (a backend's fragment) with its scan naming `filters` (over
-/// the fragment's output, which the FE's scan node had) on the scan's own
-/// columns: a key that is not the same column of the scan is not tested.
+/// the fragment's output, which the FE's scan node had; each with whether
+/// it is merged in the task) on the scan's own columns: a key that is not
+/// the same column of the scan is not tested.
 fn with_remote_filters(
     variant: &Arc<dyn ExecutionPlan>,
-    filters: &[&Arc<dyn PhysicalExpr>],
+    filters: &[(&Arc<dyn PhysicalExpr>, bool)],
 ) -> Result<Arc<dyn ExecutionPlan>> {
     Ok(variant
         .clone()
@@ -230,7 +280,7 @@ fn with_remote_filters(
             let schema = scan.schema();
             let mut node = scan.node().clone();
             let have: HashSet<u64> = node.remote_filters.iter().map(|f| f.filter_id).collect();
-            for f in filters {
+            for (f, in_task) in filters {
                 let Some(id) = f.expression_id().filter(|id| !have.contains(id)) else {
                     continue;
                 };
@@ -255,6 +305,7 @@ fn with_remote_filters(
                 node.remote_filters.push(RemoteRuntimeFilterPb {
                     filter_id: id,
                     probe_columns,
+                    in_task: *in_task,
                 });
             }
             let scan = OlapScanExec::try_new(node)
@@ -262,4 +313,40 @@ fn with_remote_filters(
             Ok(Transformed::yes(Arc::new(scan) as Arc<dyn ExecutionPlan>))
         })?
         .data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Filter 1: a partitioned join in stage 1 (3 tasks x 4 partitions)
+    /// filtering a scan of stage 2. Filter 2: a bucket shuffle join in
+    /// stage 1 filtering its own stage's scan. Filter 3: a bucket shuffle
+    /// join whose filter also reaches a scan of another stage. Filter 4: a
+    /// broadcast join's, in its scan's stage (the backend plans it).
+    #[test]
+    fn a_bucket_dealt_join_merges_its_filter_in_the_task_while_its_scans_are_there() {
+        let mut s = Survey::default();
+        let join = |parts, per_task| JoinFilter {
+            stage: 1,
+            parts,
+            per_task,
+            tasks: 3,
+        };
+        for id in 1..=3 {
+            s.joins.insert(id, join(12, 4));
+        }
+        s.joins.insert(4, join(1, 1));
+        s.by_bucket.extend([2, 3]);
+        s.scans = vec![(2, 1), (1, 2), (1, 3), (2, 3), (1, 4)];
+        let c = s.crossing();
+        assert_eq!(c.len(), 3, "{c:?}");
+        assert!(!c[&1].in_task && c[&1].parts == 12);
+        assert!(c[&2].in_task && c[&2].parts == 4, "the task's 4 partitions");
+        assert_eq!(c[&2].key_share, 3);
+        assert!(!c[&3].in_task && c[&3].parts == 12);
+        // Whichever scan is met first.
+        s.scans = vec![(2, 3), (1, 3)];
+        assert!(!s.crossing()[&3].in_task);
+    }
 }

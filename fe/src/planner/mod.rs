@@ -35,6 +35,8 @@ use datafusion::variable::{VarProvider, VarType};
 
 use crate::metadata::information_schema::{self, SessionView};
 use tethys_common::functions::ConstFn;
+use tethys_common::plan::cross_filters::CrossFilters;
+use tethys_common::plan::filter_merge::LocalMerge;
 use tethys_common::{Result, TethysError};
 
 use crate::frontend::Frontend;
@@ -226,9 +228,12 @@ pub fn statement_context(
     if distributed {
         // Runtime filters of joins the FE runs, for scans on the backends.
         if let Some(cfg) = builder.config().as_mut() {
-            cfg.set_extension(Arc::new(tethys_common::plan::cross_filters::CrossFilters {
+            // (A join the FE runs is never one of a task's own filters.)
+            let merge = Arc::new(LocalMerge(fe.filter_merge.clone()));
+            cfg.set_extension(Arc::new(CrossFilters {
                 query_id: stmt.query_id.clone(),
-                merge: Arc::new(crate::filter_merge::LocalMerge(fe.filter_merge.clone())),
+                merge: merge.clone(),
+                in_task: merge,
             }));
         }
         let token = fe.catalog.read().cluster_token.clone();
