@@ -73,18 +73,17 @@ impl Survey {
             let by_bucket = stage > 0
                 && (super::colocate::is_colocated(j)
                     || super::bucket_shuffle::is_bucket_shuffle(j));
+            let join = JoinFilter {
+                stage,
+                parts,
+                per_task,
+                tasks: u32::try_from(tasks.max(1)).unwrap_or(u32::MAX),
+            };
             for id in j
                 .dynamic_expressions_produced()
                 .iter()
                 .filter_map(|d| d.expression_id())
             {
-                let tasks = u32::try_from(tasks.max(1)).unwrap_or(u32::MAX);
-                let join = JoinFilter {
-                    stage,
-                    parts,
-                    per_task,
-                    tasks,
-                };
                 self.joins.insert(id, join);
                 if by_bucket {
                     self.by_bucket.insert(id);
