@@ -352,6 +352,15 @@ async fn a_dead_backend_is_left_out_of_the_next_plan() {
     let q = "SELECT g, count(*), sum(v) FROM d.f GROUP BY g ORDER BY g";
     let before = query_rows(&mut c, q).await;
     assert_eq!(before.len(), 7);
+    // Queries share the channels between the processes: ten more open no
+    // connection (each opened one from the FE and from each task to every
+    // backend it read, and kept it).
+    let ports: Vec<u16> = bes.iter().map(|b| b.port).collect();
+    let open = established_to(&ports);
+    for _ in 0..10 {
+        assert_eq!(query_rows(&mut c, q).await, before);
+    }
+    assert_eq!(established_to(&ports), open, "connections to {ports:?}");
     bes[1].kill();
     // At once, before a heartbeat notices.
     let started = std::time::Instant::now();
@@ -361,6 +370,23 @@ async fn a_dead_backend_is_left_out_of_the_next_plan() {
         "answered in {:?}",
         started.elapsed()
     );
+}
+
+/// TCP connections on this machine established to any of `ports`.
+fn established_to(ports: &[u16]) -> usize {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|t| t.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let port = f
+                .get(2)
+                .and_then(|r| r.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            f.get(3) == Some(&"01") && port.is_some_and(|p| ports.contains(&p))
+        })
+        .count()
 }
 
 /// `exec_mem_limit` holds per query on each backend: a partitioned join

@@ -26,5 +26,6 @@ pub mod ship;
 pub mod task_headers;
 pub mod token;
 pub mod types;
+pub mod worker_channels;
 
 pub use error::{Result, TethysError};

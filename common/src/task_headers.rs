@@ -13,6 +13,8 @@ pub const MEM_LIMIT: &str = "x-tethys-mem-limit";
 pub const QUERY_ID: &str = "x-tethys-query-id";
 /// `runtime_filter_wait_time_ms`; absent: `runtime_filter_mode` OFF.
 pub const RUNTIME_FILTER_WAIT_MS: &str = "x-tethys-runtime-filter-wait-ms";
+/// `runtime_filter_max_in_num`: build keys tested as an IN list at most.
+pub const RUNTIME_FILTER_MAX_IN: &str = "x-tethys-runtime-filter-max-in";
 /// Present when the query collects per-task counters (EXPLAIN ANALYZE,
 /// `enable_profile`): the worker reports them in the coordinator's shape.
 pub const PROFILE: &str = "x-tethys-profile";

@@ -45,6 +45,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::CollectingRootExec;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
@@ -141,8 +142,12 @@ fn checked(plan: Arc<dyn ExecutionPlan>, probe_side: bool) -> Result<Arc<dyn Exe
     }
     // A join reads its build side (the first input) to the end before
     // the others.
+    let node = match plan.downcast_ref::<CollectingRootExec>() {
+        Some(c) => c.root(),
+        None => &plan,
+    };
     let join =
-        plan.is::<HashJoinExec>() || plan.is::<NestedLoopJoinExec>() || plan.is::<CrossJoinExec>();
+        node.is::<HashJoinExec>() || node.is::<NestedLoopJoinExec>() || node.is::<CrossJoinExec>();
     let children = children
         .into_iter()
         .enumerate()

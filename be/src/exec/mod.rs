@@ -12,6 +12,7 @@ mod predicate;
 pub mod runtime_filter;
 mod scan;
 mod segment_scan;
+mod stage_keys;
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use tethys_proto::ExecFragmentRequest;
 pub use agg_scan::TabletAggScanExec;
 pub use bind::bind_scans;
 pub use scan::TabletScanExec;
+pub use stage_keys::{CollectingRootExec, collect_build_keys};
 
 use crate::storage::StorageEngine;
 

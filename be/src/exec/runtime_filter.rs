@@ -20,8 +20,13 @@
 //! join's. So does a colocate or bucket shuffle join of the scan's own
 //! task, through the task's own merge node (`in_task`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+use arrow::datatypes::Schema;
+use tethys_common::plan::build_keys::BuildKeys;
+use tethys_common::plan::runtime_filters::{Uncollected, filter_now};
 
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::{DataFusionError, Result};
@@ -29,7 +34,6 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_expr::expressions::{Column, DynamicFilterPhysicalExpr, Literal, lit};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, conjunction, split_conjunction};
-use datafusion::physical_expr_common::physical_expr::snapshot_physical_expr;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::scalar::ScalarValue;
 use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
@@ -39,22 +43,42 @@ use tethys_common::plan::cross_filters::{CrossFilters, from_ipc};
 use tethys_common::plan::{OlapScanExec, TethysCodec};
 use tethys_proto::{AwaitRuntimeFilterRequest, AwaitRuntimeFilterResponse};
 
-/// How long a scan waits for its joins' build sides before reading without
-/// their filters (`runtime_filter_wait_time_ms`), a session extension.
+/// The statement's runtime filter settings a task's scans follow, a
+/// session extension.
 #[derive(Debug, Clone, Copy)]
-pub struct RuntimeFilterWait(pub Duration);
+pub struct RuntimeFilterSettings {
+    /// How long a scan waits for its joins' build sides before reading
+    /// without their filters (`runtime_filter_wait_time_ms`).
+    pub wait: Duration,
+    /// Build keys tested as an IN list at most (`runtime_filter_max_in_num`).
+    pub max_in: usize,
+}
+
+impl Default for RuntimeFilterSettings {
+    fn default() -> Self {
+        RuntimeFilterSettings {
+            wait: Duration::from_secs(1),
+            max_in: 1024,
+        }
+    }
+}
 
 /// `predicate` AND the filters as they now stand; `None` when nothing
-/// filters (a filter still `true`: its build side is not done). With it,
-/// each filter's conjuncts and the counter of the rows they remove.
+/// filters (a filter still `true`: its build side is not done). A join's
+/// lookup into its hash table becomes a test of the keys collected from its
+/// build side (`keys`, by filter id) once they are all in. With it, each
+/// filter's conjuncts and the counter of the rows they remove.
 pub fn with_filters(
     predicate: Option<&Arc<dyn PhysicalExpr>>,
     filters: &[Arc<dyn PhysicalExpr>],
+    keys: &HashMap<u64, Arc<BuildKeys>>,
+    schema: &Schema,
+    max_in: usize,
 ) -> Result<Filtered> {
     let mut parts: Vec<Arc<dyn PhysicalExpr>> = predicate.into_iter().cloned().collect();
     let mut counted = vec![];
     for f in filters {
-        let now = snapshot_physical_expr(f.clone())?;
+        let now = filter_now(f, keys, schema, max_in, Uncollected::Kept)?;
         let counter = tethys_common::plan::runtime_filters::rows_filtered_counter(f);
         for c in split_conjunction(&now) {
             let trivially_true = c

@@ -3,7 +3,7 @@
 //! page with late materialization (`predicate.rs`), and yields Arrow batches
 //! of at most 4064 rows.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
@@ -23,8 +23,9 @@ use datafusion::physical_plan::{
 };
 use futures::TryStreamExt;
 use tethys_common::plan::OlapScanExec;
+use tethys_common::plan::build_keys::BuildKeys;
 
-use super::runtime_filter::{CountedConjunct, RemoteFilters, RuntimeFilterWait, with_filters};
+use super::runtime_filter::{CountedConjunct, RemoteFilters, RuntimeFilterSettings, with_filters};
 use super::segment_scan::{Counters, ScanInputs, ScanState};
 use crate::storage::StorageEngine;
 use tethys_common::plan::runtime_filters::{offered_runtime_filters, wait_complete};
@@ -50,6 +51,9 @@ pub struct TabletScanExec {
     /// The runtime filters' conjuncts in `predicate`, once applied: the rows
     /// each removes are counted per filter.
     counted: Vec<CountedConjunct>,
+    /// The keys collected from the build sides of the stage's joins whose
+    /// filters this scan holds, by filter id (`collect_build_keys`).
+    build_keys: HashMap<u64, Arc<BuildKeys>>,
 }
 
 impl TabletScanExec {
@@ -80,6 +84,7 @@ impl TabletScanExec {
             properties,
             metrics: ExecutionPlanMetricsSet::new(),
             counted: vec![],
+            build_keys: HashMap::new(),
         }
     }
 
@@ -96,7 +101,24 @@ impl TabletScanExec {
             runtime_filters: vec![],
             remote: self.remote.clone(),
             counted: vec![],
+            build_keys: HashMap::new(),
         }
+    }
+
+    /// The ids of the joins' dynamic filters this scan holds.
+    pub fn runtime_filter_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.runtime_filters
+            .iter()
+            .filter_map(|f| f.expression_id())
+    }
+
+    /// The same scan testing `keys` (by filter id) for its joins' filters.
+    pub fn with_build_keys(&self, keys: HashMap<u64, Arc<BuildKeys>>) -> TabletScanExec {
+        let mut node = self.filtered_by(self.predicate.clone());
+        node.evaluates = self.evaluates;
+        node.runtime_filters = self.runtime_filters.clone();
+        node.build_keys = keys;
+        node
     }
 }
 
@@ -138,8 +160,7 @@ impl ExecutionPlan for TabletScanExec {
         let (mut out, dynamic) =
             offered_runtime_filters(phase, &child_pushdown_result, &self.runtime_filters);
         if !dynamic.is_empty() {
-            let mut node = self.filtered_by(self.predicate.clone());
-            node.evaluates = self.evaluates;
+            let mut node = self.with_build_keys(self.build_keys.clone());
             node.runtime_filters = self
                 .runtime_filters
                 .iter()
@@ -158,21 +179,28 @@ impl ExecutionPlan for TabletScanExec {
     ) -> Result<SendableRecordBatchStream> {
         if !self.runtime_filters.is_empty() {
             // Read once the joins' build sides are done, with their keys.
-            let wait = context
+            let settings = context
                 .session_config()
-                .get_extension::<RuntimeFilterWait>()
-                .map_or(std::time::Duration::from_secs(1), |w| w.0);
+                .get_extension::<RuntimeFilterSettings>()
+                .map_or_else(RuntimeFilterSettings::default, |s| *s);
             if let Some(remote) = &self.remote {
-                remote.start(&context, wait);
+                remote.start(&context, settings.wait);
             }
             let filters = self.runtime_filters.clone();
             let this = self.filtered_by(None);
             let predicate = self.predicate.clone();
+            let keys = self.build_keys.clone();
             let start = async move {
-                wait_complete(&filters, wait).await;
+                wait_complete(&filters, settings.wait).await;
                 // The scan evaluates its own filter too now (a filter above
                 // that also projects evaluates it again: the same rows).
-                let (all, counted) = with_filters(predicate.as_ref(), &filters)?;
+                let (all, counted) = with_filters(
+                    predicate.as_ref(),
+                    &filters,
+                    &keys,
+                    &this.scan.schema(),
+                    settings.max_in,
+                )?;
                 let mut scan = this.filtered_by(all);
                 scan.counted = counted;
                 scan.execute(partition, context)
@@ -524,5 +552,108 @@ mod tests {
                 .unwrap_or(0);
             assert_eq!(cached > 0, round == 1);
         }
+    }
+
+    /// A broadcast join's filter on a scan of its stage tests the keys
+    /// collected from the join's build side (a bitmap here), not the join's
+    /// hash table: SSB q2.3's lineorder scan on three BEs spent a third of
+    /// its CPU looking rows up in the table.
+    #[tokio::test]
+    async fn a_joins_filter_in_a_stage_tests_the_collected_build_keys() {
+        use crate::exec::collect_build_keys;
+        use crate::exec::runtime_filter::RuntimeFilterSettings;
+        use arrow::datatypes::{DataType, Field, Schema};
+        use datafusion::common::NullEquality;
+        use datafusion::common::tree_node::TreeNode;
+        use datafusion::logical_expr::JoinType;
+        use datafusion::physical_optimizer::PhysicalOptimizerRule;
+        use datafusion::physical_optimizer::filter_pushdown::FilterPushdown;
+        use datafusion::physical_plan::joins::{HashJoinExec, HashTableLookupExpr, PartitionMode};
+        use datafusion::physical_plan::test::TestMemoryExec;
+        use datafusion::prelude::SessionConfig;
+        use tethys_common::plan::BitmapFilterExpr;
+        use tethys_common::plan::build_keys::BuildKeysExec;
+
+        let dir = tempfile::tempdir().unwrap();
+        let engine = cached_engine(&dir);
+        let schema = TableSchema {
+            columns: vec![column("k", "bigint", true), column("v", "bigint", false)],
+            num_key_columns: 1,
+            compression: "lz4".into(),
+            ..Default::default()
+        };
+        engine.create_tablet(1, 1, 1, schema.clone(), 1).unwrap();
+        let n = 10_000i64;
+        let rows = RecordBatch::try_new(
+            schema.arrow_schema(),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..n)),
+                Arc::new(Int64Array::from_iter_values(0..n)),
+            ],
+        )
+        .unwrap();
+        engine.write(7, 1, &[rows]).unwrap();
+        engine.publish(7, 1, 2).unwrap();
+        let scan = OlapScanExec::try_new(scan_node(&schema, vec![0, 1], 2)).unwrap();
+        let probe: Arc<dyn ExecutionPlan> =
+            Arc::new(TabletScanExec::new(scan.clone(), None, false, engine));
+        let build_schema = Arc::new(Schema::new(vec![Field::new("b", DataType::Int64, false)]));
+        let keys = RecordBatch::try_new(
+            build_schema.clone(),
+            vec![Arc::new(Int64Array::from(vec![5, 700, 9000]))],
+        )
+        .unwrap();
+        let build =
+            TestMemoryExec::try_new_exec(&[vec![keys]], build_schema.clone(), None).unwrap();
+        let join = HashJoinExec::try_new(
+            build,
+            probe,
+            vec![(
+                col("b", &build_schema).unwrap(),
+                col("k", &scan.schema()).unwrap(),
+            )],
+            None,
+            &JoinType::Inner,
+            None,
+            PartitionMode::CollectLeft,
+            NullEquality::NullEqualsNothing,
+            false,
+        )
+        .unwrap();
+        let mut config = SessionConfig::new();
+        let opts = config.options_mut();
+        opts.optimizer.enable_join_dynamic_filter_pushdown = true;
+        opts.optimizer.hash_join_inlist_pushdown_max_distinct_values = 0;
+        let plan = FilterPushdown::new_post_optimization()
+            .optimize(Arc::new(join), config.options())
+            .unwrap();
+        let plan = collect_build_keys(plan).unwrap();
+        let j = plan.downcast_ref::<HashJoinExec>().unwrap();
+        assert!(j.left().is::<BuildKeysExec>(), "{j:?}");
+        let scan = j.right().downcast_ref::<TabletScanExec>().unwrap();
+        assert_eq!(scan.build_keys.len(), 1);
+        let config = config.with_extension(Arc::new(RuntimeFilterSettings::default()));
+        let ctx = Arc::new(TaskContext::default().with_session_config(config));
+        let out = collect(plan.execute(0, ctx).unwrap()).await.unwrap();
+        assert_eq!(out.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
+        let m = plan.children()[1].metrics().unwrap();
+        let get = |name: &str| m.sum_by_name(name).map(|v| v.as_usize()).unwrap_or(0);
+        // The bounds skip the rows past the largest key, the keys the rest.
+        let skipped = get("RowsKeyRangeFiltered") + get("RowsStatsFiltered");
+        assert!(skipped > 0, "{m}");
+        assert_eq!(get("RowsFilteredByRF(k)") + skipped, n as usize - 3, "{m}");
+        // The filter the scan applied: the keys' bitmap, no lookup.
+        let (filter, _) = crate::exec::runtime_filter::with_filters(
+            None,
+            &scan.runtime_filters,
+            &scan.build_keys,
+            &scan.schema(),
+            1024,
+        )
+        .unwrap();
+        let filter = filter.unwrap();
+        let has = |f: &dyn Fn(&Arc<dyn PhysicalExpr>) -> bool| filter.exists(|e| Ok(f(e))).unwrap();
+        assert!(has(&|e| e.is::<BitmapFilterExpr>()), "{filter}");
+        assert!(!has(&|e| e.is::<HashTableLookupExpr>()), "{filter}");
     }
 }

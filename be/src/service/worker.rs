@@ -25,9 +25,11 @@ use datafusion_distributed::{
 };
 use futures::future::BoxFuture;
 use tethys_common::plan::TethysCodec;
+use tethys_common::plan::build_keys::{BuildKeysExec, KeysTo};
 use tethys_common::plan::cross_filters::{self, CrossFilters, FilterMerge};
 use tethys_common::plan::filter_merge::{FilterMergeNode, LocalMerge};
 use tethys_common::task_headers;
+use tethys_common::worker_channels::WorkerChannels;
 use tethys_proto::{
     AwaitRuntimeFilterRequest, AwaitRuntimeFilterResponse, PublishRuntimeFilterRequest,
 };
@@ -35,7 +37,8 @@ use tonic::codegen::http::HeaderMap;
 
 use crate::exec::bind_scans;
 use crate::exec::cancel::{CancelCheckExec, QueryCancels, with_cancel_checks};
-use crate::exec::runtime_filter::RuntimeFilterWait;
+use crate::exec::collect_build_keys;
+use crate::exec::runtime_filter::RuntimeFilterSettings;
 use crate::load::{FrontendClient, LoadContext};
 use crate::storage::StorageEngine;
 
@@ -125,11 +128,14 @@ pub fn worker(
 ) -> Worker {
     let pools = Arc::new(QueryPools::default());
     let merge: Arc<dyn FilterMerge> = Arc::new(FrontendMerge(loads));
+    // The other backends' workers, over one channel each for every task.
+    let channels = WorkerChannels::default();
     Worker::from_session_builder(move |ctx: WorkerQueryContext| {
         let engine = engine.clone();
         let pools = pools.clone();
         let merge = merge.clone();
         let cancels = cancels.clone();
+        let channels = channels.clone();
         async move {
             let headers = ctx.headers;
             let mut builder = ctx.builder;
@@ -150,9 +156,12 @@ pub fn worker(
                 cfg.options_mut()
                     .optimizer
                     .enable_join_dynamic_filter_pushdown = wait.is_some();
-                cfg.set_extension(Arc::new(RuntimeFilterWait(Duration::from_millis(
-                    wait.unwrap_or(0),
-                ))));
+                let max_in = header(&headers, task_headers::RUNTIME_FILTER_MAX_IN)
+                    .and_then(|v| v.parse().ok());
+                cfg.set_extension(Arc::new(RuntimeFilterSettings {
+                    wait: Duration::from_millis(wait.unwrap_or(0)),
+                    max_in: max_in.unwrap_or(RuntimeFilterSettings::default().max_in),
+                }));
                 let query_id = header(&headers, task_headers::QUERY_ID).unwrap_or_default();
                 // The FE's CancelQuery stops the query's stages here.
                 cfg.set_extension(cancels.of(query_id));
@@ -184,6 +193,7 @@ pub fn worker(
             }
             let state = builder
                 .with_distributed_user_codec(TethysCodec)
+                .with_distributed_channel_resolver(channels)
                 .with_distributed_passthrough_headers(passthrough)?
                 .with_distributed_worker_plan_rewrite_handler(move |ev: WorkerPlanRewriteEvent| {
                     let plan = match profiled {
@@ -199,6 +209,9 @@ pub fn worker(
                     // here (a plan arrives without its joins' filters).
                     let plan = FilterPushdown::new_post_optimization()
                         .optimize(plan, ev.session_config.options())?;
+                    // Scans test the keys of their joins' build sides, as the
+                    // FE's do, not the joins' hash tables.
+                    let plan = collect_build_keys(plan)?;
                     // DECIMAL arithmetic that cannot overflow runs unchecked.
                     let plan =
                         tethys_common::plan::exact_decimal_arithmetic(plan).map_err(external)?;
@@ -210,6 +223,14 @@ pub fn worker(
                     // hidden in the leaves it has.
                     let plan = match profiled {
                         true => tethys_common::plan::counted_leaves(plan, |p| {
+                            // A reader whose keys this stage's join collects
+                            // for its scans (not the coordinator's collector
+                            // for the merge node) is one leaf of the
+                            // coordinator's too.
+                            let p = match p.downcast_ref::<BuildKeysExec>() {
+                                Some(b) if matches!(b.to(), KeysTo::Shared(_)) => b.input(),
+                                _ => p,
+                            };
                             p.downcast_ref::<CancelCheckExec>()
                                 .is_some_and(|c| c.input().is_network_boundary())
                         })?,

@@ -471,6 +471,10 @@ impl BuildKeysExec {
         &self.to
     }
 
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
     fn exprs(&self) -> &[PhysicalExprRef] {
         match &self.to {
             KeysTo::Shared(keys) => &keys.exprs,

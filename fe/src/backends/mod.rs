@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use tethys_common::worker_channels::WorkerChannels;
 
 use tethys_common::Result;
 use tethys_common::backend_client::{BackendClient, BackendInfo, BackendPool};
@@ -42,6 +43,8 @@ pub struct Backends {
     status: Mutex<HashMap<i64, BackendStatus>>,
     /// Who this FE's heartbeats say it is (set when the FE opens).
     me: Mutex<Option<Heartbeater>>,
+    /// The channels distributed plans reach the backends' workers over.
+    workers: WorkerChannels,
 }
 
 impl Backends {
@@ -52,7 +55,14 @@ impl Backends {
             rows: Default::default(),
             status: Default::default(),
             me: Default::default(),
+            workers: Default::default(),
         }
+    }
+
+    /// The channels to the backends' workers, one per backend, shared by
+    /// every query (`tethys_common::worker_channels`).
+    pub fn worker_channels(&self) -> WorkerChannels {
+        self.workers.clone()
     }
 
     /// The connection pool, for the write path ([`tethys_common::ship`]).

@@ -78,6 +78,10 @@ pub fn distributed(
             task_headers::RUNTIME_FILTER_WAIT_MS,
             stmt.runtime_filter_wait_ms.to_string(),
         )?;
+        put(
+            task_headers::RUNTIME_FILTER_MAX_IN,
+            stmt.runtime_filter_max_in.to_string(),
+        )?;
     }
     let profile = stmt.profile;
     if profile {
@@ -95,6 +99,7 @@ pub fn distributed(
     let mut builder = builder
         .with_distributed_planner()
         .with_distributed_worker_resolver(BackendWorkers(backends.clone()))
+        .with_distributed_channel_resolver(backends.worker_channels())
         .with_distributed_user_codec(tethys_common::plan::TethysCodec)
         .with_distributed_passthrough_headers(headers)?
         // Backends exchange batches uncompressed: on one machine or a LAN the

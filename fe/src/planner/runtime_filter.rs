@@ -14,20 +14,16 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::datatypes::Schema;
-use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
-use datafusion::logical_expr::Operator;
-use datafusion::physical_expr::expressions::{BinaryExpr, CaseExpr, Literal, lit};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, conjunction, split_conjunction};
-use datafusion::physical_expr_common::physical_expr::snapshot_physical_expr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::joins::{HashExpr, HashJoinExec, HashTableLookupExpr};
+use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
 use tethys_common::plan::{OlapScanExec, TethysCodec};
 
@@ -35,6 +31,7 @@ use super::remote::BeFragmentExec;
 use tethys_common::plan::build_keys::{BuildKeys, BuildKeysExec};
 
 pub use tethys_common::plan::runtime_filters::wait_complete;
+use tethys_common::plan::runtime_filters::{Uncollected, filter_now, is_true};
 
 /// The filter the fragment's scan should apply now: every accepted runtime
 /// filter as it currently stands, with the joins' hash-table lookups
@@ -50,11 +47,7 @@ pub fn current_filter(
 ) -> Result<Option<Arc<dyn PhysicalExpr>>> {
     let mut parts: Vec<Arc<dyn PhysicalExpr>> = vec![];
     for f in filters {
-        let keys = f
-            .expression_id()
-            .and_then(|id| build_keys.get(&id))
-            .filter(|k| k.complete());
-        let now = with_collected_keys(snapshot_physical_expr(f.clone())?, keys, schema, max_in)?;
+        let now = filter_now(f, build_keys, schema, max_in, Uncollected::True)?;
         for c in split_conjunction(&now) {
             if is_true(c) {
                 continue;
@@ -65,65 +58,6 @@ pub fn current_filter(
         }
     }
     Ok((!parts.is_empty()).then(|| conjunction(parts)))
-}
-
-/// Replaces the parts of a join's dynamic filter that only the FE can
-/// evaluate by what the collected build keys give the backends: a lookup
-/// into the join's hash table becomes the keys' bitmap, IN list or bloom
-/// filter; a partitioned join's per-partition filters (`CASE
-/// hash(key) % n WHEN i THEN ...`) become the bounds and set of all its
-/// keys, which every branch implies. Without collected keys both become
-/// `true` (no filter), which is always correct.
-fn with_collected_keys(
-    e: Arc<dyn PhysicalExpr>,
-    keys: Option<&Arc<BuildKeys>>,
-    schema: &Schema,
-    max_in: usize,
-) -> Result<Arc<dyn PhysicalExpr>> {
-    Ok(e.transform_down(|e| {
-        if let Some(lookup) = e.downcast_ref::<HashTableLookupExpr>() {
-            let probe: Vec<_> = lookup.children().into_iter().cloned().collect();
-            let m = keys.and_then(|k| k.membership(&probe, schema, max_in));
-            return Ok(Transformed::new(
-                m.unwrap_or_else(|| lit(true)),
-                true,
-                TreeNodeRecursion::Jump,
-            ));
-        }
-        if let Some(case) = e.downcast_ref::<CaseExpr>()
-            && let Some(probe) = case.expr().and_then(partition_routing_keys)
-        {
-            // An ELSE of `true` means some partition's keys are unknown.
-            let known = case.else_expr().is_none_or(|e| !is_true(e));
-            let filter = keys.filter(|_| known).and_then(|k| {
-                let parts: Vec<_> = [k.bounds(&probe), k.membership(&probe, schema, max_in)]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                (!parts.is_empty()).then(|| conjunction(parts))
-            });
-            return Ok(Transformed::new(
-                filter.unwrap_or_else(|| lit(true)),
-                true,
-                TreeNodeRecursion::Jump,
-            ));
-        }
-        Ok(Transformed::no(e))
-    })?
-    .data)
-}
-
-/// The join keys a partitioned join's dynamic filter routes probe rows by
-/// (`hash(keys) % n`), when `e` is that routing expression.
-fn partition_routing_keys(e: &Arc<dyn PhysicalExpr>) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
-    let b = e.downcast_ref::<BinaryExpr>()?;
-    let hash = b.left().downcast_ref::<HashExpr>()?;
-    (*b.op() == Operator::Modulo).then(|| hash.on_columns().to_vec())
-}
-
-fn is_true(e: &Arc<dyn PhysicalExpr>) -> bool {
-    e.downcast_ref::<Literal>()
-        .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(true)))
 }
 
 /// Adds `filter` (over the scan's output columns) to the filter directly
@@ -287,7 +221,8 @@ mod tests {
     use arrow::array::Int64Array;
     use arrow::datatypes::{DataType, Field};
     use arrow::record_batch::RecordBatch;
-    use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, col};
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::expressions::{BinaryExpr, DynamicFilterPhysicalExpr, col, lit};
     use datafusion::physical_plan::test::TestMemoryExec;
     use futures::StreamExt;
 
