@@ -25,9 +25,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::datatypes::Schema;
-use tethys_common::plan::build_keys::BuildKeys;
-use tethys_common::plan::runtime_filters::{Uncollected, filter_now};
-
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
@@ -39,7 +36,9 @@ use datafusion::scalar::ScalarValue;
 use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
 use datafusion_proto::protobuf::PhysicalExprNode;
 use prost::Message;
+use tethys_common::plan::build_keys::BuildKeys;
 use tethys_common::plan::cross_filters::{CrossFilters, from_ipc};
+use tethys_common::plan::runtime_filters::{Uncollected, filter_now};
 use tethys_common::plan::{OlapScanExec, TethysCodec};
 use tethys_proto::{AwaitRuntimeFilterRequest, AwaitRuntimeFilterResponse};
 

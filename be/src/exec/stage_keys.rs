@@ -30,7 +30,7 @@ use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::metrics::MetricsSet;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use tethys_common::plan::FragmentRootExec;
-use tethys_common::plan::build_keys::{BuildKeys, BuildKeysExec};
+use tethys_common::plan::build_keys::{BuildKeys, BuildKeysExec, join_collectors, join_filter_ids};
 
 use super::scan::TabletScanExec;
 
@@ -38,20 +38,7 @@ use super::scan::TabletScanExec;
 /// the build keys of each join whose filter a scan of the stage holds
 /// collected on their way into the join and given to those scans.
 pub fn collect_build_keys(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
-    let mut keys: HashMap<u64, Arc<BuildKeys>> = HashMap::new();
-    plan.apply(|p| {
-        if let Some(j) = p.downcast_ref::<HashJoinExec>() {
-            let ids: Vec<u64> = filter_ids(j).collect();
-            if !ids.is_empty() {
-                let exprs = j.on().iter().map(|(l, _)| l.clone()).collect();
-                let k = Arc::new(BuildKeys::try_new(exprs, &j.left().schema())?);
-                for id in ids {
-                    keys.insert(id, k.clone());
-                }
-            }
-        }
-        Ok(TreeNodeRecursion::Continue)
-    })?;
+    let keys = join_collectors(&plan, |_| true)?;
     if keys.is_empty() {
         return Ok(plan);
     }
@@ -73,7 +60,8 @@ pub fn collect_build_keys(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn Execut
             let Some(j) = p.downcast_ref::<HashJoinExec>() else {
                 return Ok(Transformed::no(p));
             };
-            let Some(k) = filter_ids(j)
+            let Some(k) = join_filter_ids(j)
+                .into_iter()
                 .filter(|id| held.contains(id))
                 .find_map(|id| keys.get(&id))
             else {
@@ -87,13 +75,6 @@ pub fn collect_build_keys(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn Execut
             )?))
         })?
         .data)
-}
-
-/// The ids of the dynamic filters `j` publishes.
-fn filter_ids(j: &HashJoinExec) -> impl Iterator<Item = u64> {
-    j.dynamic_expressions_produced()
-        .into_iter()
-        .filter_map(|d| d.expression_id())
 }
 
 /// `build` collecting its keys into `keys`, its nodes one to one with the

@@ -15,6 +15,7 @@
 //! filter across stages (`cross_filters.rs`) and merges the parts on the
 //! FE ([`BuildKeys::export`] / [`BuildKeys::absorb`]).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -26,12 +27,14 @@ use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::error::Result;
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
 use datafusion::functions_aggregate::min_max::{MaxAccumulator, MinAccumulator};
 use datafusion::logical_expr::{Accumulator, Operator};
 use datafusion::physical_expr::expressions::{BinaryExpr, InListExpr, lit};
 use datafusion::physical_expr::{PhysicalExpr, PhysicalExprRef, conjunction};
+use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
 };
@@ -430,6 +433,40 @@ fn key_set(
         };
     }
     BloomFilterExpr::build(expr, values).map(|b| Arc::new(b) as Arc<dyn PhysicalExpr>)
+}
+
+/// A key collector for each hash join of `plan` that `wanted` accepts and
+/// that publishes dynamic filters, under each of those filters' ids (the
+/// FE's planner and a backend's stage both start from it).
+pub fn join_collectors(
+    plan: &Arc<dyn ExecutionPlan>,
+    wanted: impl Fn(&HashJoinExec) -> bool,
+) -> Result<HashMap<u64, Arc<BuildKeys>>> {
+    let mut collectors = HashMap::new();
+    plan.apply(|p| {
+        if let Some(j) = p.downcast_ref::<HashJoinExec>()
+            && wanted(j)
+        {
+            let ids = join_filter_ids(j);
+            if !ids.is_empty() {
+                let exprs = j.on().iter().map(|(l, _)| l.clone()).collect();
+                let keys = Arc::new(BuildKeys::try_new(exprs, &j.left().schema())?);
+                for id in ids {
+                    collectors.insert(id, keys.clone());
+                }
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(collectors)
+}
+
+/// The ids of the dynamic filters `j` publishes.
+pub fn join_filter_ids(j: &HashJoinExec) -> Vec<u64> {
+    j.dynamic_expressions_produced()
+        .iter()
+        .filter_map(|d| d.expression_id())
+        .collect()
 }
 
 /// Where a [`BuildKeysExec`] puts the keys it collects.

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::datatypes::Schema;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::physical_expr::utils::collect_columns;
@@ -28,7 +28,7 @@ use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
 use tethys_common::plan::{OlapScanExec, TethysCodec};
 
 use super::remote::BeFragmentExec;
-use tethys_common::plan::build_keys::{BuildKeys, BuildKeysExec};
+use tethys_common::plan::build_keys::{BuildKeys, BuildKeysExec, join_collectors, join_filter_ids};
 
 pub use tethys_common::plan::runtime_filters::wait_complete;
 use tethys_common::plan::runtime_filters::{Uncollected, filter_now, is_true};
@@ -121,32 +121,14 @@ impl PhysicalOptimizerRule for PlanRuntimeFilters {
         _config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         // The join filters worth applying, with their key collectors.
-        let mut useful: HashMap<u64, Arc<BuildKeys>> = HashMap::new();
-        plan.apply(|p| {
-            if let Some(j) = p.downcast_ref::<HashJoinExec>()
-                && !reads_whole_tables(j.left())
-            {
-                let exprs: Vec<_> = j.on().iter().map(|(l, _)| l.clone()).collect();
-                let keys = Arc::new(BuildKeys::try_new(exprs, &j.left().schema())?);
-                for id in j
-                    .dynamic_expressions_produced()
-                    .iter()
-                    .filter_map(|d| d.expression_id())
-                {
-                    useful.insert(id, keys.clone());
-                }
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })?;
+        let useful = join_collectors(&plan, |j| !reads_whole_tables(j.left()))?;
         // Bottom-up: a join's probe-side scans come before the join.
         let mut held = HashSet::new();
         Ok(plan
             .transform_up(|p| {
                 if let Some(j) = p.downcast_ref::<HashJoinExec>() {
-                    let Some(keys) = j
-                        .dynamic_expressions_produced()
-                        .iter()
-                        .filter_map(|d| d.expression_id())
+                    let Some(keys) = join_filter_ids(j)
+                        .into_iter()
                         .filter(|id| held.contains(id))
                         .find_map(|id| useful.get(&id))
                     else {
