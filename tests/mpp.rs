@@ -136,6 +136,17 @@ async fn joins_and_aggregations_run_over_three_backends() {
     run_all(&mut c, &["SET enable_bucket_shuffle_join = false"]).await;
     let small = explain(&mut c, QUERIES[0]).await;
     assert!(small.contains("JOIN(BROADCAST)"), "{small}");
+    // dim's rows go from the tasks reading it (on three backends) straight
+    // to the join's: no fragment only merges them to broadcast them, also
+    // when the join's keys filter f (a build side read whole filters none).
+    assert!(!relays(&small), "{small}");
+    let filtering = QUERIES[0].replace("GROUP BY", "WHERE d.w < 150 GROUP BY");
+    let plan = explain(&mut c, &filtering).await;
+    assert!(
+        plan.contains("JOIN(BROADCAST)") && plan.contains("[in_or_bloom] -> k@"),
+        "{plan}"
+    );
+    assert!(!relays(&plan), "{plan}");
     // Doris' hints turn either around, with the same answers.
     let shuffled = QUERIES[0].replace("JOIN d.dim", "JOIN [shuffle] d.dim");
     let plan = explain(&mut c, &shuffled).await;
@@ -155,6 +166,23 @@ async fn joins_and_aggregations_run_over_three_backends() {
     run_all(&mut c, &["SET enable_mpp_execution = false"]).await;
     let on_fe_plan = explain(&mut c, join).await;
     assert!(!on_fe_plan.contains("HASH_PARTITIONED: v@"), "{on_fe_plan}");
+}
+
+/// Whether a fragment of `plan` other than the FE's result fragment only
+/// passes on what one exchange brings.
+fn relays(plan: &str) -> bool {
+    plan.split("PLAN FRAGMENT").skip(2).any(|f| {
+        let nodes: Vec<&str> = f
+            .lines()
+            .map(str::trim)
+            .filter(|l| {
+                l.split_once(':').is_some_and(|(n, rest)| {
+                    !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) && rest.starts_with('V')
+                })
+            })
+            .collect();
+        matches!(nodes.as_slice(), [only] if only.contains("VEXCHANGE"))
+    })
 }
 
 /// `name: total [a, b, c]` on a line of `text` after `after`: the total and

@@ -18,7 +18,6 @@ use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool, TrackCons
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::filter_pushdown::FilterPushdown;
-use datafusion::prelude::SessionContext;
 use datafusion_distributed::{
     DistributedExt, NetworkBoundaryExt, Worker, WorkerPlanRewriteEvent,
     WorkerPlanRewriteEventResponse, WorkerQueryContext,
@@ -146,6 +145,8 @@ pub fn worker(
                 {
                     cfg.options_mut().execution.batch_size = n;
                 }
+                // A stage names no table: its scans arrive bound.
+                cfg.options_mut().catalog.create_default_catalog_and_schema = false;
                 if let Some(tz) = header(&headers, task_headers::TIME_ZONE) {
                     cfg.options_mut().execution.time_zone = Some(tz.to_string());
                 }
@@ -191,6 +192,17 @@ pub fn worker(
             if let Some(token) = headers.get(tethys_common::token::TOKEN_KEY) {
                 passthrough.insert(tethys_common::token::TOKEN_KEY, token.clone());
             }
+            // Tethys' functions join DataFusion's before the one build (no
+            // session round trip: a task's session is a fixed cost of every
+            // distributed query).
+            builder
+                .scalar_functions()
+                .get_or_insert_default()
+                .extend(tethys_common::functions::all_udfs());
+            builder
+                .aggregate_functions()
+                .get_or_insert_default()
+                .extend(tethys_common::functions::all_udafs());
             let state = builder
                 .with_distributed_user_codec(TethysCodec)
                 .with_distributed_channel_resolver(channels)
@@ -239,9 +251,7 @@ pub fn worker(
                     Ok(WorkerPlanRewriteEventResponse::new(plan))
                 })
                 .build();
-            let mut sc = SessionContext::new_with_state(state);
-            tethys_common::functions::register_all(&mut sc).map_err(external)?;
-            Ok(sc.state())
+            Ok(state)
         }
     })
     .with_max_message_size(MAX_MESSAGE)

@@ -63,7 +63,7 @@ pub mod timezone;
 mod url;
 pub mod week;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
@@ -114,8 +114,14 @@ pub(super) fn constant_or_array(
     Ok(ColumnarValue::Array(out))
 }
 
-/// All Tethys scalar functions.
+/// All Tethys scalar functions, made once per process (they hold no state;
+/// a backend's every task registers them).
 pub fn all_udfs() -> Vec<Arc<ScalarUDF>> {
+    static UDFS: LazyLock<Vec<Arc<ScalarUDF>>> = LazyLock::new(make_udfs);
+    UDFS.clone()
+}
+
+fn make_udfs() -> Vec<Arc<ScalarUDF>> {
     let mut v = datetime::udfs();
     v.extend(date_arith::udfs());
     v.extend(calendar::udfs());
@@ -138,7 +144,8 @@ pub fn all_udfs() -> Vec<Arc<ScalarUDF>> {
 
 /// All Tethys aggregate functions (over BITMAP and HLL values).
 pub fn all_udafs() -> Vec<Arc<AggregateUDF>> {
-    object_agg::udafs()
+    static UDAFS: LazyLock<Vec<Arc<AggregateUDF>>> = LazyLock::new(object_agg::udafs);
+    UDAFS.clone()
 }
 
 /// Registers the Tethys functions (and MySQL spellings of DataFusion ones).

@@ -187,23 +187,31 @@ type Plan = Arc<dyn ExecutionPlan>;
 
 /// The moving side's rows before the exchange `EnsureRequirements` put
 /// over them (a hash repartition; a broadcast join's build side, the merge
-/// of its partitions, if any), and the key collector over it
-/// (`runtime_filter.rs`), which stays on top.
+/// of its partitions, if any), and the key collector over them
+/// (`runtime_filter.rs`: on top, or under a broadcast join's merge), which
+/// goes on top of the moving side.
 fn moving_input(moves: &Plan, mode: PartitionMode) -> Option<(Option<Plan>, &Plan)> {
-    let collector = moves.is::<BuildKeysExec>().then(|| moves.clone());
-    let below = match &collector {
-        Some(_) => moves.children()[0],
-        None => moves,
-    };
+    let (collector, below) = collected(moves);
     let input = match mode {
         PartitionMode::Partitioned => {
             let r = below.downcast_ref::<RepartitionExec>()?;
             matches!(r.partitioning(), Partitioning::Hash(..)).then_some(r.input())?
         }
-        _ if below.is::<CoalescePartitionsExec>() => below.children()[0],
+        _ if below.is::<CoalescePartitionsExec>() => {
+            let (under, input) = collected(below.children()[0]);
+            return Some((collector.or(under), input));
+        }
         _ => below,
     };
     Some((collector, input))
+}
+
+/// `p`'s key collector, if it is one, and what it collects from.
+fn collected(p: &Plan) -> (Option<Plan>, &Plan) {
+    match p.is::<BuildKeysExec>() {
+        true => (Some(p.clone()), p.children()[0]),
+        false => (None, p),
+    }
 }
 
 /// Whether each moving key has its distribution column's type, one the

@@ -21,6 +21,7 @@ use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, conjunction, split_conjunction};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::HashJoinExec;
@@ -134,7 +135,7 @@ impl PhysicalOptimizerRule for PlanRuntimeFilters {
                     else {
                         return Ok(Transformed::no(p));
                     };
-                    let build = Arc::new(BuildKeysExec::new(j.left().clone(), keys.clone()));
+                    let build = collecting(j.left(), keys.clone())?;
                     let probe = j.right().clone();
                     return Ok(Transformed::yes(replace_children_if_necessary(
                         p,
@@ -178,6 +179,27 @@ impl PhysicalOptimizerRule for PlanRuntimeFilters {
 
     fn schema_check(&self) -> bool {
         true
+    }
+}
+
+/// `build` (a join's build side) under a collector of its keys; one that
+/// merges its partitions (a broadcast join's) with the collector below the
+/// merge, over every partition: the distributed planner then broadcasts
+/// the partitions from the stage that reads them, where a collector on top
+/// made it add a stage of one task to merge them first (SSB q2.1: three
+/// such stages, each a hop between backends more).
+fn collecting(
+    build: &Arc<dyn ExecutionPlan>,
+    keys: Arc<BuildKeys>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    match build.downcast_ref::<CoalescePartitionsExec>() {
+        // A merge with a limit may leave partitions unread: keys
+        // collected over it are complete.
+        Some(merge) if merge.fetch().is_none() => {
+            let collector = Arc::new(BuildKeysExec::new(merge.input().clone(), keys));
+            replace_children_if_necessary(build.clone(), vec![collector])
+        }
+        _ => Ok(Arc::new(BuildKeysExec::new(build.clone(), keys))),
     }
 }
 
