@@ -195,14 +195,7 @@ pub fn worker(
             // Tethys' functions join DataFusion's before the one build (no
             // session round trip: a task's session is a fixed cost of every
             // distributed query).
-            builder
-                .scalar_functions()
-                .get_or_insert_default()
-                .extend(tethys_common::functions::all_udfs());
-            builder
-                .aggregate_functions()
-                .get_or_insert_default()
-                .extend(tethys_common::functions::all_udafs());
+            tethys_common::functions::add_all(&mut builder);
             let state = builder
                 .with_distributed_user_codec(TethysCodec)
                 .with_distributed_channel_resolver(channels)

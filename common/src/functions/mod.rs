@@ -65,7 +65,7 @@ pub mod week;
 
 use std::sync::{Arc, LazyLock};
 
-use datafusion::execution::FunctionRegistry;
+use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
 pub use calendar::ROUND_DATETIME;
@@ -146,6 +146,20 @@ fn make_udfs() -> Vec<Arc<ScalarUDF>> {
 pub fn all_udafs() -> Vec<Arc<AggregateUDF>> {
     static UDAFS: LazyLock<Vec<Arc<AggregateUDF>>> = LazyLock::new(object_agg::udafs);
     UDAFS.clone()
+}
+
+/// `builder` with the Tethys functions added to those it will register
+/// when built (after DataFusion's defaults, so ours win, as with
+/// [`register_all`]): no session to register them into afterwards.
+pub fn add_all(builder: &mut SessionStateBuilder) {
+    builder
+        .scalar_functions()
+        .get_or_insert_default()
+        .extend(all_udfs());
+    builder
+        .aggregate_functions()
+        .get_or_insert_default()
+        .extend(all_udafs());
 }
 
 /// Registers the Tethys functions (and MySQL spellings of DataFusion ones).

@@ -193,8 +193,8 @@ fn collecting(
     keys: Arc<BuildKeys>,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     match build.downcast_ref::<CoalescePartitionsExec>() {
-        // A merge with a limit may leave partitions unread: keys
-        // collected over it are complete.
+        // A merge with a limit may leave partitions unread, and keys
+        // collected below it would never be complete: those go above.
         Some(merge) if merge.fetch().is_none() => {
             let collector = Arc::new(BuildKeysExec::new(merge.input().clone(), keys));
             replace_children_if_necessary(build.clone(), vec![collector])
