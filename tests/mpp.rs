@@ -163,9 +163,50 @@ async fn joins_and_aggregations_run_over_three_backends() {
     );
     assert_eq!(query_rows(&mut c, &broadcast).await, over_bes[1]);
     counters_of_every_task(&mut c, join, QUERIES[0]).await;
+    one_tablet_tables_apart(&mut c).await;
     run_all(&mut c, &["SET enable_mpp_execution = false"]).await;
     let on_fe_plan = explain(&mut c, join).await;
     assert!(!on_fe_plan.contains("HASH_PARTITIONED: v@"), "{on_fe_plan}");
+}
+
+/// Two tables of one tablet each, on different backends, joined (as
+/// TPC-H's region and nation): the join's stage and its build side's are
+/// one task each, which datafusion-distributed would merge into one stage
+/// reading both backends. The plan still runs on the backends (a task per
+/// backend for each scan), not every join on the FE.
+async fn one_tablet_tables_apart(c: &mut Conn) {
+    run_all(
+        c,
+        &[
+            "CREATE TABLE d.region (rk INT, name VARCHAR(10)) DUPLICATE KEY(rk) \
+             DISTRIBUTED BY HASH(rk) BUCKETS 1",
+            "CREATE TABLE d.nation (nk INT, rk INT) DUPLICATE KEY(nk) \
+             DISTRIBUTED BY HASH(nk) BUCKETS 1",
+            "INSERT INTO d.region VALUES (0, 'a'), (1, 'b'), (2, 'c')",
+            "INSERT INTO d.nation SELECT number, number % 3 FROM numbers(\"number\" = \"25\")",
+        ],
+    )
+    .await;
+    let on = |rows: Vec<Vec<String>>| rows.into_iter().map(|r| r[2].clone()).collect::<Vec<_>>();
+    let (r, n) = (
+        on(query_rows(c, "SHOW TABLETS FROM d.region").await),
+        on(query_rows(c, "SHOW TABLETS FROM d.nation").await),
+    );
+    assert_ne!(r, n, "one tablet each, on different backends");
+    let sql = "SELECT f.g, count(*), sum(f.v) FROM d.f JOIN d.nation n ON f.k = n.nk \
+               JOIN d.region r ON n.rk = r.rk WHERE r.name = 'b' GROUP BY f.g ORDER BY f.g";
+    let plan = explain(c, sql).await;
+    let head = plan.split("PLAN FRAGMENT").nth(1).unwrap_or_default();
+    assert!(
+        !head.contains("VHASH JOIN"),
+        "joins on the backends: {plan}"
+    );
+    assert!(plan.contains("TABLE: d.region"), "{plan}");
+    let over_bes = query_rows(c, sql).await;
+    run_all(c, &["SET enable_mpp_execution = false"]).await;
+    assert_eq!(query_rows(c, sql).await, over_bes);
+    run_all(c, &["SET enable_mpp_execution = true"]).await;
+    assert_eq!(over_bes.len(), 7, "{over_bes:?}");
 }
 
 /// Whether a fragment of `plan` other than the FE's result fragment only

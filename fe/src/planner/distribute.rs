@@ -108,7 +108,10 @@ pub fn distributed(
         .with_distributed_compression(None)?
         // Tasks report their counters for EXPLAIN ANALYZE and profiles.
         .with_distributed_metrics_collection(profile)?
-        .with_distributed_desired_task_count_handler(desired_tasks)
+        .with_distributed_desired_task_count_handler({
+            let backends = backends.clone();
+            move |ev: DesiredTaskCountEvent| desired_tasks(ev, &backends)
+        })
         .with_distributed_scale_up_leaf_node_handler(move |ev: ScaleUpLeafNodeEvent| {
             scale_up(ev, &backends, profile)
         })
@@ -149,12 +152,31 @@ pub async fn with_task_counters(
     }
 }
 
-/// A stage reading a table runs a task per backend its tablets are read on.
-fn desired_tasks(ev: DesiredTaskCountEvent) -> Option<DfResult<DesiredTaskCountEventResponse>> {
+/// A stage reading a table runs a task per backend its tablets are read on
+/// or, planned again with [`SpreadScans`], one on every alive backend.
+fn desired_tasks(
+    ev: DesiredTaskCountEvent,
+    backends: &Backends,
+) -> Option<DfResult<DesiredTaskCountEventResponse>> {
     let scan = ev.plan.downcast_ref::<BeFragmentExec>()?;
-    let n = scan.fragments().len().max(1);
+    let mut n = scan.fragments().len().max(1);
+    if ev.session_config.get_extension::<SpreadScans>().is_some() {
+        n = n.max(backends.alive_ids().len());
+    }
     Some(Ok(DesiredTaskCountEventResponse::desired(n)))
 }
+
+/// Session config extension of a planning whose stages reading tables run
+/// a task on every alive backend, those without the stage's tablets reading
+/// nothing. Used when the plan cannot be placed otherwise: datafusion-
+/// distributed merges a stage of one task into the one task consuming it,
+/// so TPC-H q05's `region` (one tablet, on one backend) broadcast to
+/// `nation` (one tablet, on another) would be one stage reading both.
+#[derive(Debug)]
+struct SpreadScans;
+
+/// How the reason a stage cannot run its scans' tasks begins.
+const SCANS_APART: &str = "scans of one stage on backends";
 
 /// Tasks of a stage, `task_count` of them, each on one backend: the
 /// backends the fragments are on, or (as many tasks as alive backends) every
@@ -290,9 +312,7 @@ fn task_backends(plan: &Arc<dyn ExecutionPlan>, tasks: usize) -> DfResult<Option
         Ok(TreeNodeRecursion::Continue)
     })?;
     if let Some((a, b)) = conflict {
-        return Err(cannot_place(&format!(
-            "scans of one stage on backends {a:?} and {b:?}"
-        )));
+        return Err(cannot_place(&format!("{SCANS_APART} {a:?} and {b:?}")));
     }
     match out {
         Some(ids) if ids.len() != tasks => Err(cannot_place(&format!(
@@ -401,26 +421,31 @@ impl QueryPlanner for PlaceOrFallBack {
         logical_plan: &LogicalPlan,
         session_state: &dyn datafusion::catalog::Session,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let why = match self.place(logical_plan, session_state).await {
+        let mut why = match self.place(logical_plan, session_state).await {
             Ok(plan) => return Ok(plan),
             Err(why) => why,
         };
         tracing::debug!("not distributed as planned: {why}");
-        // Bucket shuffle joins need their stage's tasks where the route
-        // sends rows (and a plan in one process has none of them): plan
-        // again without them, distributed, then in one process.
         let Some(state) = session_state.as_any().downcast_ref::<SessionState>() else {
             return Err(DataFusionError::Internal(
                 "the distributed planner was given another kind of session".into(),
             ));
         };
-        let config = state
-            .config()
-            .clone()
-            .with_extension(Arc::new(super::bucket_shuffle::WithoutBucketShuffle));
-        let without = SessionStateBuilder::new_from_existing(state.clone())
-            .with_config(config)
-            .build();
+        let mut state = state.clone();
+        // Stages of one task merged into one reading tables on different
+        // backends: plan again with a task on every backend per scan.
+        if why.contains(SCANS_APART) {
+            state = with_extension(&state, SpreadScans);
+            match self.place(logical_plan, &state).await {
+                Ok(plan) => return Ok(plan),
+                Err(again) => why = again,
+            }
+            tracing::debug!("not distributed with a task per backend: {why}");
+        }
+        // Bucket shuffle joins need their stage's tasks where the route
+        // sends rows (and a plan in one process has none of them): plan
+        // again without them, distributed, then in one process.
+        let without = with_extension(&state, super::bucket_shuffle::WithoutBucketShuffle);
         if why.starts_with(super::bucket_shuffle::MISPLACED) {
             match self.place(logical_plan, &without).await {
                 Ok(plan) => return Ok(plan),
@@ -431,6 +456,14 @@ impl QueryPlanner for PlaceOrFallBack {
             .create_physical_plan(logical_plan, &without)
             .await
     }
+}
+
+/// `state` with `ext` in its config.
+fn with_extension<T: Send + Sync + 'static>(state: &SessionState, ext: T) -> SessionState {
+    let config = state.config().clone().with_extension(Arc::new(ext));
+    SessionStateBuilder::new_from_existing(state.clone())
+        .with_config(config)
+        .build()
 }
 
 impl PlaceOrFallBack {
