@@ -173,7 +173,8 @@ async fn joins_and_aggregations_run_over_three_backends() {
 /// TPC-H's region and nation): the join's stage and its build side's are
 /// one task each, which datafusion-distributed would merge into one stage
 /// reading both backends. The plan still runs on the backends (a task per
-/// backend for each scan), not every join on the FE.
+/// backend for each scan), not every join on the FE. And a bucket shuffle
+/// into a table of one tablet.
 async fn one_tablet_tables_apart(c: &mut Conn) {
     run_all(
         c,
@@ -207,6 +208,29 @@ async fn one_tablet_tables_apart(c: &mut Conn) {
     assert_eq!(query_rows(c, sql).await, over_bes);
     run_all(c, &["SET enable_mpp_execution = true"]).await;
     assert_eq!(over_bes.len(), 7, "{over_bes:?}");
+
+    // A partitioned join keyed on region's distribution column keeps
+    // region (one tablet, one backend) in place and routes f's rows, read
+    // on three backends, to it: the join's stage runs a task on every
+    // backend (those without region's tablet get no rows), as the route
+    // addresses them, rather than being planned again without it.
+    let sql = "SELECT r.name, count(*), sum(f.v) FROM d.f JOIN d.region r ON f.g = r.rk \
+               GROUP BY r.name ORDER BY r.name";
+    run_all(
+        c,
+        &[
+            "SET enable_bucket_shuffle_join = true",
+            "SET broadcast_row_count_limit = 0",
+        ],
+    )
+    .await;
+    let plan = explain(c, sql).await;
+    assert!(plan.contains("JOIN(BUCKET_SHUFFLE)"), "{plan}");
+    let over_bes = query_rows(c, sql).await;
+    run_all(c, &["SET enable_mpp_execution = false"]).await;
+    assert_eq!(query_rows(c, sql).await, over_bes);
+    run_all(c, &["SET enable_mpp_execution = true"]).await;
+    assert_eq!(over_bes.len(), 3, "{over_bes:?}");
 }
 
 /// Whether a fragment of `plan` other than the FE's result fragment only

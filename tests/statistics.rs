@@ -282,7 +282,8 @@ async fn joins_are_reordered_by_estimated_size() {
     // not built: its keys would filter nothing (TPC-H q10's customer, then
     // broadcast whole to every backend). The fact side is built, its
     // filter lands on db's scan.
-    let q = "SELECT count(*), sum(f.v) FROM fact f, db WHERE f.b = db.k AND f.v = 3 AND f.k < 10000";
+    let q =
+        "SELECT count(*), sum(f.v) FROM fact f, db WHERE f.b = db.k AND f.v = 3 AND f.k < 10000";
     let plan = explain(&mut c, q).await;
     let filtered = |table: &str| {
         plan.iter()
@@ -290,13 +291,13 @@ async fn joins_are_reordered_by_estimated_size() {
             .take_while(|l| !l.trim().is_empty())
             .any(|l| l.contains("runtime filters:") && l.contains("->"))
     };
-    assert!(
-        filtered("db") && !filtered("fact"),
-        "{}",
-        plan.join("\n")
-    );
+    assert!(filtered("db") && !filtered("fact"), "{}", plan.join("\n"));
     assert_eq!(
         rows(&mut c, q).await,
-        rows(&mut c, "SELECT count(*), sum(v) FROM fact WHERE v = 3 AND k < 10000").await
+        rows(
+            &mut c,
+            "SELECT count(*), sum(v) FROM fact WHERE v = 3 AND k < 10000"
+        )
+        .await
     );
 }

@@ -63,6 +63,8 @@ pub struct WithoutBucketShuffle;
 #[derive(Debug)]
 pub struct BucketShufflePlanner {
     pub hinted: Vec<String>,
+    /// The alive backends, in id order: a route addresses a task on each.
+    pub backends: Vec<i64>,
 }
 
 #[async_trait]
@@ -80,9 +82,7 @@ impl QueryPlanner for BucketShufflePlanner {
             return Ok(plan);
         }
         let n = config.target_partitions().max(1);
-        rewrite(plan, true, &|j, safe| {
-            bucket_shuffled(j, safe, n, &self.hinted)
-        })
+        rewrite(plan, true, &|j, safe| bucket_shuffled(j, safe, n, self))
     }
 }
 
@@ -97,8 +97,9 @@ fn bucket_shuffled(
     j: &HashJoinExec,
     safe: bool,
     n: usize,
-    hinted: &[String],
+    planner: &BucketShufflePlanner,
 ) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let hinted = &planner.hinted;
     let mode = *j.partition_mode();
     let sides: &[bool] = match mode {
         PartitionMode::Partitioned if safe => &[true, false],
@@ -147,7 +148,8 @@ fn bucket_shuffled(
         if keys.is_empty() || !same_hashed_types(&keys, input, scan) {
             continue;
         }
-        let Some((targets, backends)) = scan.bucket_targets(n) else {
+        let backends = planner.backends.clone();
+        let Some(targets) = scan.bucket_targets(n, &backends) else {
             continue;
         };
         let partitions = u32::try_from(backends.len() * n).unwrap_or(u32::MAX);
@@ -156,7 +158,7 @@ fn bucket_shuffled(
         // Joins below the moving side, now under an exchange, may be
         // bucket shuffled too.
         let input = rewrite(input.clone(), true, &|j, safe| {
-            bucket_shuffled(j, safe, n, hinted)
+            bucket_shuffled(j, safe, n, planner)
         })?;
         let mut moved: Arc<dyn ExecutionPlan> = Arc::new(RepartitionExec::try_new(
             input,

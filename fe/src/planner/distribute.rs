@@ -93,6 +93,12 @@ pub fn distributed(
     let builder = match bucket_shuffle {
         true => builder.with_query_planner(Arc::new(super::bucket_shuffle::BucketShufflePlanner {
             hinted: stmt.join_hints.iter().map(|h| h.table.clone()).collect(),
+            backends: backends
+                .alive_ids()
+                .into_iter()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
         })),
         false => builder,
     };
@@ -153,14 +159,18 @@ pub async fn with_task_counters(
 }
 
 /// A stage reading a table runs a task per backend its tablets are read on
-/// or, planned again with [`SpreadScans`], one on every alive backend.
+/// or, planned again with [`SpreadScans`], one on every alive backend, as
+/// does a stage reading a table dealt by bucket (a colocate or bucket
+/// shuffle join's: a bucket shuffle's route addresses every alive backend,
+/// and a stage takes the largest task count of its inputs, so SSB's
+/// `dates`, one tablet, meets lineorder's side shuffled from three tasks).
 fn desired_tasks(
     ev: DesiredTaskCountEvent,
     backends: &Backends,
 ) -> Option<DfResult<DesiredTaskCountEventResponse>> {
     let scan = ev.plan.downcast_ref::<BeFragmentExec>()?;
     let mut n = scan.fragments().len().max(1);
-    if ev.session_config.get_extension::<SpreadScans>().is_some() {
+    if scan.is_aligned_by_bucket() || ev.session_config.get_extension::<SpreadScans>().is_some() {
         n = n.max(backends.alive_ids().len());
     }
     Some(Ok(DesiredTaskCountEventResponse::desired(n)))

@@ -149,15 +149,18 @@ impl BeFragmentExec {
     }
 
     /// Where each bucket is read once this scan is dealt by bucket into
-    /// `n` partitions per backend ([`Self::aligned_by_bucket`]): exchange
-    /// partition `i * n + bucket % n` for the backend of fragment `i`, with
-    /// those backends in order (a bucket no fragment reads: 0). `None` when
-    /// the bucket count is not one for all partitions read, or a bucket is
-    /// read on two backends (partitions placed apart).
-    pub fn bucket_targets(&self, n: usize) -> Option<(Vec<u32>, Vec<i64>)> {
+    /// `n` partitions per backend ([`Self::aligned_by_bucket`]) over the
+    /// tasks of `backends` (every alive backend, in id order; a stage so
+    /// dealt runs a task on each): exchange partition `i * n + bucket % n`
+    /// for the fragment on `backends[i]` (a bucket no fragment reads: 0).
+    /// `None` when the bucket count is not one for all partitions read, a
+    /// bucket is read on two backends (partitions placed apart), or a
+    /// fragment's backend is not in `backends`.
+    pub fn bucket_targets(&self, n: usize, backends: &[i64]) -> Option<Vec<u32>> {
         let buckets = self.info.bucket_num? as usize;
         let mut targets: Vec<Option<u32>> = vec![None; buckets];
-        for (i, (_, p)) in self.fragments.iter().enumerate() {
+        for (b, p) in &self.fragments {
+            let i = backends.iter().position(|id| *id == b.id)?;
             for t in tethys_common::plan::scan_tablets(p) {
                 let at = u32::try_from(i * n + t.bucket as usize % n).ok()?;
                 let slot = targets.get_mut(t.bucket as usize)?;
@@ -167,11 +170,7 @@ impl BeFragmentExec {
                 *slot = Some(at);
             }
         }
-        let backends = self.fragments.iter().map(|(b, _)| b.id).collect();
-        Some((
-            targets.into_iter().map(|t| t.unwrap_or(0)).collect(),
-            backends,
-        ))
+        Some(targets.into_iter().map(|t| t.unwrap_or(0)).collect())
     }
 
     /// Whether this scan is dealt by bucket (a colocate join's side).
