@@ -21,10 +21,12 @@
 //! exchange partition reading its bucket.
 //!
 //! Distributed plans only (enable_bucket_shuffle_join, Doris' variable): the
-//! route addresses `n` partitions in each of the scan's backends' tasks, so
-//! the stage must run a task per backend of the scan, in its order;
-//! `distribute.rs` checks that once planned and otherwise plans again
-//! without them. The rewrite follows DataFusion's planning, checks
+//! route addresses `n` partitions in a task on every alive backend, in id
+//! order (SSB's `dates` has one tablet, yet its join's stage takes three
+//! tasks from lineorder's side), and a stage reading a table dealt by
+//! bucket runs such a task on each (`distribute.rs::desired_tasks`; those
+//! without its tablets read nothing); `distribute.rs` checks the stage
+//! once planned and otherwise plans again without them. The rewrite follows DataFusion's planning, checks
 //! included ([`BucketShufflePlanner`]), as the route is not the join keys'
 //! hash they ask for. As for colocate joins, the declared partitioning is
 //! not DataFusion's hash, so the rule fires only where nothing above the
@@ -117,6 +119,10 @@ fn bucket_shuffled(
         let Some((collector, input)) = moving_input(moves, mode) else {
             continue;
         };
+        // A filtered build side staying in place keeps its key collector
+        // on top (SSB q4.1's customers of AMERICA, dealt by bucket, filter
+        // lineorder's scans in another stage through the FE's merge node).
+        let (kept_collector, stays) = staying(stays);
         let Some(path) = ScanPath::of(stays) else {
             continue;
         };
@@ -169,7 +175,12 @@ fn bucket_shuffled(
             let with = c.with_new_children(vec![moved])?;
             moved = with;
         }
-        let stayed = path.rebuild(Arc::new(scan.aligned_by_bucket(n)?))?;
+        let mut stayed = path.rebuild(Arc::new(scan.aligned_by_bucket(n)?))?;
+        if let Some(c) = kept_collector {
+            #[allow(deprecated)]
+            let with = c.with_new_children(vec![stayed])?;
+            stayed = with;
+        }
         let children = match stays_right {
             true => vec![moved, stayed],
             false => vec![stayed, moved],
@@ -206,6 +217,18 @@ fn moving_input(moves: &Plan, mode: PartitionMode) -> Option<(Option<Plan>, &Pla
         _ => below,
     };
     Some((collector, input))
+}
+
+/// The staying side below the exchange `EnsureRequirements` put over it,
+/// and its key collector (on top of the exchange or under it), if any.
+fn staying(stays: &Plan) -> (Option<Plan>, &Plan) {
+    let (above, below) = collected(stays);
+    let below = match below.is::<RepartitionExec>() || below.is::<CoalescePartitionsExec>() {
+        true => below.children()[0],
+        false => below,
+    };
+    let (under, input) = collected(below);
+    (above.or(under), input)
 }
 
 /// `p`'s key collector, if it is one, and what it collects from.
