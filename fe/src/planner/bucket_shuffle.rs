@@ -26,9 +26,10 @@
 //! tasks from lineorder's side), and a stage reading a table dealt by
 //! bucket runs such a task on each (`distribute.rs::desired_tasks`; those
 //! without its tablets read nothing); `distribute.rs` checks the stage
-//! once planned and otherwise plans again without them. The rewrite follows DataFusion's planning, checks
-//! included ([`BucketShufflePlanner`]), as the route is not the join keys'
-//! hash they ask for. As for colocate joins, the declared partitioning is
+//! once planned and otherwise plans again without them. The rewrite
+//! follows DataFusion's planning, checks included
+//! ([`BucketShufflePlanner`]), as the route is not the join keys' hash
+//! they ask for. As for colocate joins, the declared partitioning is
 //! not DataFusion's hash, so the rule fires only where nothing above the
 //! join relies on its output partitioning, and its runtime filter goes
 //! through the FE's merge node (`cross_filters.rs`).
