@@ -295,6 +295,11 @@ async fn counters_of_every_task(c: &mut Conn, partitioned: &str, broadcast: &str
     assert!(received > 0 && each.len() == 3, "{plan}");
     let (bytes, _) = counter(&plan, "VHASH JOIN", "BytesReceived");
     assert!(bytes > 0, "{plan}");
+    let (messages, each) = counter(&plan, "VHASH JOIN", "MessagesReceived");
+    assert!(messages > 0 && each.len() == 3, "{plan}");
+    // Each task reads its own backend's producer task in process.
+    let (_, each) = counter(&plan, "VHASH JOIN", "LocalReads");
+    assert!(each.len() == 3 && each.iter().all(|n| *n >= 1), "{plan}");
     let (_, each) = counter(&plan, "VHASH JOIN", "WaitTimeMs");
     assert_eq!(each.len(), 3, "{plan}");
     // A filter merged across stages (the FE's merge node): the 1500 keys of

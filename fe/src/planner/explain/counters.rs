@@ -86,7 +86,8 @@ pub(super) fn counted(tasks: &[FragmentProfile], op: &str, counter: &str, scale:
 }
 
 /// What an exchange of a stage that ran received, per task: rows, bytes
-/// (as encoded on the wire) and the time its reader kept the stage waiting.
+/// (as encoded on the wire), messages and the time its reader kept the
+/// stage waiting.
 pub(super) fn exchange_counters(plan: &Arc<dyn ExecutionPlan>) -> Vec<String> {
     let tasks = task_profiles(plan);
     if tasks.is_empty() {
@@ -98,6 +99,15 @@ pub(super) fn exchange_counters(plan: &Arc<dyn ExecutionPlan>) -> Vec<String> {
         format!(
             "BytesReceived: {}",
             counted(&tasks, op, "bytes_transferred", 1)
+        ),
+        // Messages over the wire: bytes a row grow with their count (a
+        // message's framing, a batch's schema and buffers' padding).
+        format!("MessagesReceived: {}", counted(&tasks, op, "msg_count", 1)),
+        // Producer tasks read in process (on the reader's own backend):
+        // their rows are in RowsReceived, not in the bytes or messages.
+        format!(
+            "LocalReads: {}",
+            counted(&tasks, op, "local_connections_used", 1)
         ),
     ];
     // The worker's check over the reader keeps nanoseconds.
