@@ -93,12 +93,11 @@ pub fn distributed(
     let builder = match bucket_shuffle {
         true => builder.with_query_planner(Arc::new(super::bucket_shuffle::BucketShufflePlanner {
             hinted: stmt.join_hints.iter().map(|h| h.table.clone()).collect(),
-            backends: backends
-                .alive_ids()
-                .into_iter()
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect(),
+            backends: {
+                let mut ids = backends.alive_ids();
+                ids.sort_unstable();
+                ids
+            },
         })),
         false => builder,
     };

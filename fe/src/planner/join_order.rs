@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use datafusion::common::JoinType;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -23,8 +23,6 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
-
-use tethys_common::plan::OlapScanExec;
 
 use super::remote::BeFragmentExec;
 
@@ -110,26 +108,7 @@ fn keeps_scan_filtered(
 ) -> bool {
     o <= s * FILTERED_PROBE_RATIO
         && probe_scan_rows(small) >= o * BIG_SCAN_RATIO
-        && !whole_table(other)
-}
-
-/// Whether `plan` is every row of one table: a scan with no filter, under
-/// projections only.
-fn whole_table(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    if let Some(be) = plan.downcast_ref::<BeFragmentExec>() {
-        return be.fragments().first().is_some_and(|(_, f)| {
-            let mut whole = true;
-            let _ = f.apply(|p| {
-                let n = p.name();
-                whole &= !(n == "FilterExec" || n.contains("Aggregate") || n.contains("Limit"))
-                    && p.downcast_ref::<OlapScanExec>()
-                        .is_none_or(|s| s.node().limit.is_none());
-                Ok(TreeNodeRecursion::Continue)
-            });
-            whole
-        });
-    }
-    plan.name() == "ProjectionExec" && plan.children().first().is_some_and(|c| whole_table(c))
+        && !super::runtime_filter::reads_whole_tables(other)
 }
 
 /// Rows (before filters) of the scan a runtime filter applied at `plan`'s

@@ -205,7 +205,7 @@ fn collecting(
 
 /// Whether `plan` returns every row of the tables it scans: only scans
 /// without predicates (or runtime filters) under operators that keep rows.
-fn reads_whole_tables(plan: &Arc<dyn ExecutionPlan>) -> bool {
+pub(super) fn reads_whole_tables(plan: &Arc<dyn ExecutionPlan>) -> bool {
     if let Some(be) = plan.downcast_ref::<BeFragmentExec>() {
         // A fragment that aggregates and filters the groups (a colocated
         // GROUP BY ... HAVING) does not return every key of its table.

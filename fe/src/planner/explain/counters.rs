@@ -100,8 +100,7 @@ pub(super) fn exchange_counters(plan: &Arc<dyn ExecutionPlan>) -> Vec<String> {
             "BytesReceived: {}",
             counted(&tasks, op, "bytes_transferred", 1)
         ),
-        // Messages over the wire: bytes a row grow with their count (a
-        // message's framing, a batch's schema and buffers' padding).
+        // Messages over the wire: with the bytes, what one message carries.
         format!("MessagesReceived: {}", counted(&tasks, op, "msg_count", 1)),
         // Producer tasks read in process (on the reader's own backend):
         // their rows are in RowsReceived, not in the bytes or messages.
