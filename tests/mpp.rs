@@ -50,6 +50,13 @@ async fn answers(c: &mut Conn, mpp: bool) -> Vec<Vec<Vec<String>>> {
     answers_after(c, &[format!("SET enable_mpp_execution = {mpp}")], QUERIES).await
 }
 
+/// The fragment of `plan` (EXPLAIN's text) holding `node`.
+fn fragment_with<'a>(plan: &'a str, node: &str) -> &'a str {
+    plan.split("PLAN FRAGMENT")
+        .find(|f| f.contains(node))
+        .unwrap_or_default()
+}
+
 async fn explain(c: &mut Conn, sql: &str) -> String {
     query_rows(c, &format!("EXPLAIN {sql}"))
         .await
@@ -413,10 +420,7 @@ async fn colocated_tables_join_where_their_buckets_are() {
     assert!(plan.contains("JOIN(COLOCATE)"), "{plan}");
     assert!(plan.contains("HAS_COLO_PLAN_NODE: true"), "{plan}");
     // The join and both scans in one fragment: no exchange below the join.
-    let fragment = plan
-        .split("PLAN FRAGMENT")
-        .find(|f| f.contains("JOIN(COLOCATE)"))
-        .unwrap_or_default();
+    let fragment = fragment_with(&plan, "JOIN(COLOCATE)");
     assert!(
         fragment.contains("TABLE: d.o(o)") && fragment.contains("TABLE: d.l(l)"),
         "{plan}"
@@ -586,10 +590,7 @@ async fn a_join_on_a_tables_buckets_moves_only_the_other_side() {
     );
     assert!(plan.contains("HAS_COLO_PLAN_NODE: false"), "{plan}");
     // big is read in the join's fragment; s arrives through an exchange.
-    let fragment = plan
-        .split("PLAN FRAGMENT")
-        .find(|f| f.contains("JOIN(BUCKET_SHUFFLE)"))
-        .unwrap_or_default();
+    let fragment = fragment_with(&plan, "JOIN(BUCKET_SHUFFLE)");
     assert!(
         fragment.contains("TABLE: d.big(big)") && !fragment.contains("TABLE: d.s(s)"),
         "{plan}"
@@ -608,6 +609,50 @@ async fn a_join_on_a_tables_buckets_moves_only_the_other_side() {
     run_all(&mut c, &["SET enable_bucket_shuffle_join = false"]).await;
     let off = explain(&mut c, BUCKET_SHUFFLED[0]).await;
     assert!(off.contains("JOIN(PARTITIONED)"), "{off}");
+    both_sides_by_bucket(&mut c).await;
+}
+
+/// Both inputs dealt by the join key (TPC-H q09's lineitem side and
+/// orders): the side expected to send fewer bytes moves. `wide`, built
+/// (6,000 rows), carries five strings a row; big's probe side its key and
+/// `v` (8 bytes), so big moves and wide stays where it is read.
+async fn both_sides_by_bucket(c: &mut Conn) {
+    run_all(
+        c,
+        &[
+            "CREATE TABLE d.wide (k INT, a VARCHAR(40), b VARCHAR(40), c VARCHAR(40), \
+             e VARCHAR(40), f VARCHAR(40)) DUPLICATE KEY(k) DISTRIBUTED BY HASH(k) BUCKETS 5",
+            "INSERT INTO d.wide SELECT number * 3, concat('a', number), concat('b', number), \
+             concat('c', number), concat('e', number), concat('f', number) \
+             FROM numbers(\"number\" = \"6000\")",
+        ],
+    )
+    .await;
+    let q = [
+        "SELECT count(*), max(w.a), max(w.b), max(w.c), max(w.e), max(w.f), sum(big.v) \
+              FROM d.wide w JOIN d.big ON w.k = big.k",
+    ];
+    let on = ["SET enable_bucket_shuffle_join = true".to_string()];
+    let shuffled = answers_after(c, &on, &q).await;
+    assert_eq!(&shuffled[0][0][0], "18000", "{shuffled:?}");
+    let off = ["SET enable_bucket_shuffle_join = false".to_string()];
+    assert_eq!(answers_after(c, &off, &q).await, shuffled);
+    let fe = ["SET enable_mpp_execution = false".to_string()];
+    assert_eq!(answers_after(c, &fe, &q).await, shuffled);
+    run_all(
+        c,
+        &[
+            "SET enable_mpp_execution = true",
+            "SET enable_bucket_shuffle_join = true",
+        ],
+    )
+    .await;
+    let plan = explain(c, q[0]).await;
+    let fragment = fragment_with(&plan, "JOIN(BUCKET_SHUFFLE)");
+    assert!(
+        fragment.contains("TABLE: d.wide(wide)") && !fragment.contains("TABLE: d.big(big)"),
+        "{plan}"
+    );
 }
 
 /// The CPU time the backends have used so far, together.

@@ -238,6 +238,17 @@ async fn joins_are_reordered_by_estimated_size() {
     assert_eq!(answer, [["2000", "11997"]]);
     let first = first_join(&mut c, STAR).await;
     assert!(first.contains("grp@") && first.contains("g@"), "{first}");
+    // Each join of the rebuilt tree passes on only the columns later
+    // joins and the aggregate read: `g ⋈ da` da's key alone (the rebuilt
+    // tree had dropped the projections between joins, so every column of
+    // g and da travelled up, and on several backends over the network).
+    let plan = explain(&mut c, STAR).await;
+    let projections: Vec<&str> = plan
+        .iter()
+        .filter_map(|l| l.split_once("final projections: ").map(|(_, p)| p))
+        .collect();
+    assert_eq!(projections.len(), 3, "{}", plan.join("\n"));
+    assert_eq!(projections.last(), Some(&"k"), "{}", plan.join("\n"));
 
     tethys_sql_tests::run_all(&mut c, &["SET disable_join_reorder = true"]).await;
     let first = first_join(&mut c, STAR).await;

@@ -211,8 +211,9 @@ fn colocated(
     if !keyed {
         return Ok(None);
     }
-    let new_left = left.rebuild(Arc::new(left.scan.aligned_by_bucket(n)?))?;
-    let new_right = right.rebuild(Arc::new(right.scan.aligned_by_bucket(n)?))?;
+    let inner = |c| rewrite(c, true, &|j, safe| colocated(j, safe, n, hinted));
+    let new_left = left.rebuild(Arc::new(left.scan.aligned_by_bucket(n)?), &inner)?;
+    let new_right = right.rebuild(Arc::new(right.scan.aligned_by_bucket(n)?), &inner)?;
     let join = j
         .builder()
         .with_partition_mode(PartitionMode::Partitioned)
@@ -286,13 +287,27 @@ impl<'a> ScanPath<'a> {
         Some(self.scan.schema().field(index).name().clone())
     }
 
-    /// The path rebuilt over `scan`.
-    pub(super) fn rebuild(&self, scan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    /// The path rebuilt over `scan`, the inputs off the path (broadcast
+    /// joins' build sides) passed through `off_path` (the rewrite of the
+    /// joins inside them: TPC-H q09's lineitem side, staying for the
+    /// orders join, builds from `part ⋈ partsupp`, a bucket shuffle).
+    pub(super) fn rebuild(
+        &self,
+        scan: Arc<dyn ExecutionPlan>,
+        off_path: &dyn Fn(Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut out = scan;
         for (node, child) in self.above.iter().rev() {
             #[allow(deprecated)]
-            let mut children: Vec<Arc<dyn ExecutionPlan>> =
-                node.children().into_iter().cloned().collect();
+            let mut children = node
+                .children()
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| match i == *child {
+                    true => Ok(c.clone()),
+                    false => off_path(c.clone()),
+                })
+                .collect::<Result<Vec<_>>>()?;
             children[*child] = out;
             #[allow(deprecated)]
             let rebuilt = Arc::clone(node).with_new_children(children)?;

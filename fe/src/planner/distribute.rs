@@ -430,6 +430,7 @@ impl QueryPlanner for PlaceOrFallBack {
         logical_plan: &LogicalPlan,
         session_state: &dyn datafusion::catalog::Session,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        tracing::debug!("logical plan:\n{}", logical_plan.display_indent_schema());
         let mut why = match self.place(logical_plan, session_state).await {
             Ok(plan) => return Ok(plan),
             Err(why) => why,

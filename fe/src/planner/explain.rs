@@ -277,6 +277,13 @@ impl Builder {
                     rf + 1
                 ));
             }
+            // The columns a join passes on, when it drops some (Doris
+            // prints its output projection the same way).
+            if j.projection.is_some() {
+                let schema = plan.schema();
+                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+                attrs.push(format!("final projections: {}", names.join(", ")));
+            }
             "VHASH JOIN".to_string()
         } else if let Some(s) = plan.downcast_ref::<SortExec>() {
             attrs.push(format!("order by: {}", s.expr()));

@@ -219,39 +219,7 @@ fn estimate(plan: &Arc<dyn ExecutionPlan>) -> Estimate {
             .map_or(rows_only(UNKNOWN_ROWS), |c| estimate(c))
     };
     if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
-        let (l, r) = (child_est(0), child_est(1));
-        return match j.join_type() {
-            // A semi join keeps the rows whose key the other side has:
-            // shrunk, like an inner join, by what the other side's filters
-            // kept (TPC-H q20's partsupp rows of the 'forest%' parts).
-            JoinType::LeftSemi => Estimate {
-                rows: l.rows * r.kept,
-                kept: l.kept * r.kept,
-            },
-            JoinType::RightSemi => Estimate {
-                rows: r.rows * l.kept,
-                kept: r.kept * l.kept,
-            },
-            JoinType::LeftAnti | JoinType::LeftMark => l,
-            JoinType::RightAnti | JoinType::RightMark => r,
-            JoinType::Full => rows_only(l.rows + r.rows),
-            JoinType::Left | JoinType::Right => rows_only(l.rows.max(r.rows)),
-            JoinType::Inner => {
-                // Foreign key to primary key: every row of the side over
-                // the bigger tables finds its match, unless a filter
-                // dropped it from the other side, so it shrinks by what the
-                // other side kept. Bigger by rows before filters: after the
-                // part and supplier joins SSB q4.3's lineorder side has
-                // fewer rows than the customers in AMERICA, yet it is
-                // still the foreign key side of the customer join.
-                let base = |e: &Estimate| e.rows / e.kept.max(1e-12);
-                let (big, small) = if base(&l) >= base(&r) { (l, r) } else { (r, l) };
-                Estimate {
-                    rows: big.rows * small.kept,
-                    kept: big.kept * small.kept,
-                }
-            }
-        };
+        return join_estimate(j);
     }
     let child = |i: usize| child_est(i).rows;
     if plan.downcast_ref::<FilterExec>().is_some() {
@@ -288,4 +256,65 @@ fn estimate(plan: &Arc<dyn ExecutionPlan>) -> Estimate {
     }
     // Projections, repartitions, sorts, limits, ...: as many as the input.
     child_est(0)
+}
+
+/// Bytes a row of `schema` takes in Arrow batches: each fixed-width
+/// column's width, and a string or binary value taken to be 16 bytes
+/// (an SSB or TPC-H name or code) plus its offset or view.
+pub fn row_width(schema: &arrow::datatypes::Schema) -> f64 {
+    use arrow::datatypes::DataType;
+    schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Boolean => 0.125,
+            DataType::Utf8 | DataType::Binary => 20.0,
+            DataType::LargeUtf8 | DataType::LargeBinary => 24.0,
+            DataType::Utf8View | DataType::BinaryView => 32.0,
+            t => t.primitive_width().unwrap_or(16) as f64,
+        })
+        .sum::<f64>()
+        .max(1.0)
+}
+
+/// Estimated output rows of hash join `j`.
+pub fn estimate_join_rows(j: &HashJoinExec) -> f64 {
+    join_estimate(j).rows
+}
+
+fn join_estimate(j: &HashJoinExec) -> Estimate {
+    let rows_only = |rows: f64| Estimate { rows, kept: 1.0 };
+    let (l, r) = (estimate(j.left()), estimate(j.right()));
+    match j.join_type() {
+        // A semi join keeps the rows whose key the other side has:
+        // shrunk, like an inner join, by what the other side's filters
+        // kept (TPC-H q20's partsupp rows of the 'forest%' parts).
+        JoinType::LeftSemi => Estimate {
+            rows: l.rows * r.kept,
+            kept: l.kept * r.kept,
+        },
+        JoinType::RightSemi => Estimate {
+            rows: r.rows * l.kept,
+            kept: r.kept * l.kept,
+        },
+        JoinType::LeftAnti | JoinType::LeftMark => l,
+        JoinType::RightAnti | JoinType::RightMark => r,
+        JoinType::Full => rows_only(l.rows + r.rows),
+        JoinType::Left | JoinType::Right => rows_only(l.rows.max(r.rows)),
+        JoinType::Inner => {
+            // Foreign key to primary key: every row of the side over
+            // the bigger tables finds its match, unless a filter
+            // dropped it from the other side, so it shrinks by what the
+            // other side kept. Bigger by rows before filters: after the
+            // part and supplier joins SSB q4.3's lineorder side has
+            // fewer rows than the customers in AMERICA, yet it is
+            // still the foreign key side of the customer join.
+            let base = |e: &Estimate| e.rows / e.kept.max(1e-12);
+            let (big, small) = if base(&l) >= base(&r) { (l, r) } else { (r, l) };
+            Estimate {
+                rows: big.rows * small.kept,
+                kept: big.kept * small.kept,
+            }
+        }
+    }
 }
