@@ -278,11 +278,14 @@ impl Builder {
                 ));
             }
             // The columns a join passes on, when it drops some (Doris
-            // prints its output projection the same way).
+            // prints its output projection the same way); none for a
+            // join only counted.
             if j.projection.is_some() {
                 let schema = plan.schema();
                 let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-                attrs.push(format!("final projections: {}", names.join(", ")));
+                if !names.is_empty() {
+                    attrs.push(format!("final projections: {}", names.join(", ")));
+                }
             }
             "VHASH JOIN".to_string()
         } else if let Some(s) = plan.downcast_ref::<SortExec>() {
