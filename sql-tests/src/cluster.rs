@@ -65,8 +65,23 @@ pub struct BackendProcess {
 
 impl BackendProcess {
     /// Starts a backend on free ports with a fresh data directory; returns
-    /// once its gRPC port accepts connections.
+    /// once its gRPC port accepts connections. Free ports are picked by
+    /// binding to port 0 and letting go; another test's connection may take
+    /// one in between (a BE of tests/mpp.rs exited with "Address already
+    /// in use" in CI), so a failed start is retried on new ports, as
+    /// `TethysServer::start` does.
     pub async fn start(binary: &Path) -> Result<BackendProcess, HarnessError> {
+        let mut last = None;
+        for _ in 0..5 {
+            match Self::start_once(binary).await {
+                Ok(be) => return Ok(be),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| HarnessError::Setup("could not start tethys be".into())))
+    }
+
+    async fn start_once(binary: &Path) -> Result<BackendProcess, HarnessError> {
         let data = tempfile::tempdir().map_err(|e| HarnessError::Setup(e.to_string()))?;
         let [port, http_port] = free_ports::<2>()?;
         let args = [

@@ -40,42 +40,16 @@ pub enum HarnessError {
 /// `N` distinct free ports: all bound at once, then let go. (Binding and
 /// letting go one at a time can hand out the same port twice; a server
 /// given one port for MySQL and HTTP answered MySQL clients with HTTP.)
-/// They come from below the kernel's ephemeral range (32768 and up on
-/// Linux), handed out in turn by this process: a port the OS picked for
-/// `127.0.0.1:0` could be taken, before the server bound it, as the local
-/// port of a connection another test opened (a BE of tests/mpp.rs
-/// exited with "Address already in use" in CI).
 pub fn free_ports<const N: usize>() -> Result<[u16; N], HarnessError> {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    const LOW: u32 = 20_000;
-    const HIGH: u32 = 32_700;
-    // Test binaries run one after another; each starts elsewhere.
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let _ = NEXT.compare_exchange(
-        0,
-        LOW + (std::process::id() % 64) * ((HIGH - LOW) / 64),
-        Ordering::SeqCst,
-        Ordering::SeqCst,
-    );
-    for _ in 0..(HIGH - LOW) {
-        let first = NEXT.fetch_add(N as u32, Ordering::SeqCst);
-        let first = LOW + (first - LOW) % (HIGH - LOW - N as u32);
-        let mut ports = [0u16; N];
-        let mut listeners = Vec::with_capacity(N);
-        for (i, p) in ports.iter_mut().enumerate() {
-            *p = (first + i as u32) as u16;
-            match TcpListener::bind(("127.0.0.1", *p)) {
-                Ok(l) => listeners.push(l),
-                Err(_) => break,
-            }
-        }
-        if listeners.len() == N {
-            return Ok(ports);
-        }
+    let setup = |e: std::io::Error| HarnessError::Setup(e.to_string());
+    let listeners = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").map_err(setup))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ports = [0u16; N];
+    for (p, l) in ports.iter_mut().zip(&listeners) {
+        *p = l.local_addr().map_err(setup)?.port();
     }
-    Err(HarnessError::Setup(format!(
-        "no {N} free ports between {LOW} and {HIGH}"
-    )))
+    Ok(ports)
 }
 
 /// A running `tethys standalone` process.

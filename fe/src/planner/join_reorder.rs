@@ -41,6 +41,7 @@ use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
 use datafusion::logical_expr::{
     BinaryExpr, Expr, Join, JoinConstraint, JoinType, LogicalPlan, Operator, Projection,
 };
+use datafusion::optimizer::optimize_projections::OptimizeProjections;
 use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
 
 use super::join_order::{FILTER_SELECTIVITY, UNKNOWN_ROWS};
@@ -61,12 +62,22 @@ impl OptimizerRule for ReorderJoins {
         None
     }
 
+    /// A rebuilt tree has a projection on top only; column pruning then
+    /// runs again, so each join passes on only what is read above it (TPC-H
+    /// q09 sent lineitem's side with every join key, 14 columns where 6
+    /// are read). Only then: a statement without a reordered tree (an
+    /// INSERT of 20,000 VALUES rows) is not walked once more.
     fn rewrite(
         &self,
         plan: LogicalPlan,
-        _config: &dyn OptimizerConfig,
+        config: &dyn OptimizerConfig,
     ) -> Result<Transformed<LogicalPlan>> {
-        self.reorder(plan)
+        let reordered = self.reorder(plan)?;
+        if !reordered.transformed {
+            return Ok(reordered);
+        }
+        let pruned = OptimizeProjections::new().rewrite(reordered.data, config)?;
+        Ok(Transformed::yes(pruned.data))
     }
 }
 

@@ -218,17 +218,9 @@ pub fn statement_context(
             &stmt.join_hints,
         ));
     if !vars.disable_join_reorder() {
-        // The reorder rebuilds join trees without the projections between
-        // joins; column pruning runs again after it, so each join passes on
-        // only what is read above (TPC-H q09 sent lineitem's side with
-        // every join key, 14 columns where 6 are read).
-        builder = builder
-            .with_optimizer_rule(Arc::new(join_reorder::ReorderJoins {
-                max_relations: vars.max_join_number_of_reorder(),
-            }))
-            .with_optimizer_rule(Arc::new(
-                datafusion::optimizer::optimize_projections::OptimizeProjections::new(),
-            ));
+        builder = builder.with_optimizer_rule(Arc::new(join_reorder::ReorderJoins {
+            max_relations: vars.max_join_number_of_reorder(),
+        }));
     }
     // Tethys' planner goes first so MySQL semantics win over the defaults.
     if let Some(planners) = builder.expr_planners() {
