@@ -218,10 +218,14 @@ impl TxnManager {
 
     /// Publishes a committed transaction on the replicas that wrote it and
     /// hold every version before, then makes it visible once a majority of
-    /// each tablet's replicas have it. Backends known dead are not waited
-    /// for; the replicas that did not publish are recorded as behind.
+    /// each tablet's replicas have it. Every registered backend holding one
+    /// is called, whatever its last heartbeat said: a heartbeat missed while
+    /// the servers were busy left a committed INSERT invisible ("0 of 1
+    /// replicas published", tests/runtime_filter.rs with three servers at
+    /// once); a dead one fails its call (or its publish timeout). The
+    /// replicas that did not publish are recorded as behind.
     async fn publish(&self, txn_id: i64) -> Result<()> {
-        let alive: BTreeSet<i64> = self.backends.alive_ids().into_iter().collect();
+        let alive: BTreeSet<i64> = self.backends.registered().iter().map(|b| b.id).collect();
         let (plan, tablets) = self.publish_plan(txn_id, &alive)?;
         let calls = plan.into_values().map(|(be, tablets)| async move {
             let r = match self.backends.client(&be) {
