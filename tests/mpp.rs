@@ -93,7 +93,18 @@ async fn joins_and_aggregations_run_over_three_backends() {
     // Build sides over 1000 rows are hashed, not broadcast.
     run_all(&mut c, &["SET broadcast_row_count_limit = 1000"]).await;
     let on_fe = answers(&mut c, false).await;
+    // A stage above exchanges bringing few rows (the partitioned join of
+    // f's 20,000 and f2's 5,000) runs as one task, in the FE's own stage.
+    let small = answers(&mut c, true).await;
+    let join = QUERIES[1];
+    let in_one = explain(&mut c, join).await;
+    assert!(
+        fragment_with(&in_one, "JOIN(PARTITIONED)").contains("VRESULT SINK"),
+        "{in_one}"
+    );
+    run_all(&mut c, &["SET small_stage_row_limit = 0"]).await;
     let over_bes = answers(&mut c, true).await;
+    assert_eq!(small, over_bes, "one task answers as several do");
     for (q, (a, b)) in QUERIES.iter().zip(on_fe.iter().zip(&over_bes)) {
         assert!(!a.is_empty(), "{q} answers rows");
         assert_eq!(a, b, "{q}: MPP answers as the FE's plan does");
@@ -115,8 +126,15 @@ async fn joins_and_aggregations_run_over_three_backends() {
     // The plans exchange rows between backends: a fragment per stage, rows
     // hashed on the join or group keys; the FE's plan has one fragment per
     // scan and none hashed.
-    let join = QUERIES[1];
     let plan = explain(&mut c, join).await;
+    assert!(
+        !fragment_with(&plan, "JOIN(PARTITIONED)").contains("VRESULT SINK"),
+        "{plan}"
+    );
+    assert!(
+        plan.matches("PLAN FRAGMENT").count() > in_one.matches("PLAN FRAGMENT").count(),
+        "{plan}"
+    );
     assert!(plan.contains("HASH_PARTITIONED: v@"), "{plan}");
     assert!(plan.contains("JOIN(PARTITIONED)"), "{plan}");
     assert!(plan.contains("VAGGREGATE (merge finalize)"), "{plan}");
@@ -570,6 +588,8 @@ async fn a_join_on_a_tables_buckets_moves_only_the_other_side() {
             "INSERT INTO d.s SELECT CASE WHEN number % 97 = 0 THEN NULL ELSE number * 2 END, \
              number % 5 FROM numbers(\"number\" = \"10000\")",
             "SET broadcast_row_count_limit = 1000",
+            // Stages of a few thousand rows run on the backends too.
+            "SET small_stage_row_limit = 0",
         ],
     )
     .await;

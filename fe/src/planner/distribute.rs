@@ -42,6 +42,7 @@ use url::Url;
 
 use super::StatementCtx;
 use super::remote::BeFragmentExec;
+use super::small_stages::SmallStageRows;
 use crate::backends::Backends;
 use crate::backends::workers::BackendWorkers;
 
@@ -121,6 +122,10 @@ pub fn distributed(
             scale_up(ev, &backends, profile)
         })
         .with_distributed_route_tasks_handler(move |ev: RouteTasksEvent| route(ev, &router));
+    // Stages above exchanges bringing few rows run as one task.
+    if let Some(cfg) = builder.config().as_mut() {
+        cfg.set_extension(Arc::new(SmallStageRows(stmt.small_stage_rows)));
+    }
     let distributed = builder.query_planner().take().ok_or_else(|| {
         tethys_common::TethysError::Internal("the distributed planner was not installed".into())
     })?;
@@ -167,7 +172,10 @@ fn desired_tasks(
     ev: DesiredTaskCountEvent,
     backends: &Backends,
 ) -> Option<DfResult<DesiredTaskCountEventResponse>> {
-    let scan = ev.plan.downcast_ref::<BeFragmentExec>()?;
+    let Some(scan) = ev.plan.downcast_ref::<BeFragmentExec>() else {
+        let limit = ev.session_config.get_extension::<SmallStageRows>()?;
+        return super::small_stages::one_task(ev.plan, limit.0);
+    };
     let mut n = scan.fragments().len().max(1);
     if scan.is_aligned_by_bucket() || ev.session_config.get_extension::<SpreadScans>().is_some() {
         n = n.max(backends.alive_ids().len());

@@ -21,6 +21,7 @@ pub mod run;
 pub mod runtime_filter;
 pub mod selectivity;
 pub mod sink;
+mod small_stages;
 pub mod table;
 
 use std::sync::{Arc, Mutex};
@@ -74,6 +75,9 @@ pub struct StatementCtx {
     /// How long a scan waits for its runtime filters to be complete
     /// (`runtime_filter_wait_time_ms`).
     pub runtime_filter_wait_ms: u64,
+    /// A stage above exchanges expected to bring at most this many rows
+    /// runs as one task (`small_stage_row_limit`, 0: off).
+    pub small_stage_rows: usize,
     /// The INSERT's rows delete their keys: DELETE on a merge-on-write
     /// UNIQUE table, run as `INSERT INTO t SELECT * FROM t WHERE ...`.
     pub delete_rows: bool,

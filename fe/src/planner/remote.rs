@@ -297,6 +297,22 @@ impl BeFragmentExec {
             })
     }
 
+    /// The aggregation the fragments end with (colocated or partial), if any.
+    pub fn aggregate(&self) -> Option<&datafusion::physical_plan::aggregates::AggregateExec> {
+        self.fragments.first().and_then(|(_, root)| {
+            root.downcast_ref::<datafusion::physical_plan::aggregates::AggregateExec>()
+        })
+    }
+
+    /// Distinct values of the table's column `name` (`ANALYZE TABLE`).
+    pub fn column_ndv(&self, name: &str) -> Option<u64> {
+        self.info
+            .column_stats
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, s)| s.ndv)
+    }
+
     /// Estimated output: the tablets' rows, the share of them the fragment's
     /// filter keeps, and a width per row from the column types.
     pub fn estimate(&self, partition: Option<usize>) -> Statistics {
@@ -306,10 +322,7 @@ impl BeFragmentExec {
         };
         let mut rows = rows as f64 * self.selectivity();
         // A fragment that aggregates (colocated) returns groups, not rows.
-        if let Some((_, root)) = self.fragments.first()
-            && let Some(a) =
-                root.downcast_ref::<datafusion::physical_plan::aggregates::AggregateExec>()
-        {
+        if let Some(a) = self.aggregate() {
             rows = if a.group_expr().expr().is_empty() {
                 1.0
             } else {

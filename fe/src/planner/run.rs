@@ -33,6 +33,7 @@ pub(crate) fn statement_ctx(
         insert_timeout_secs: session.vars.insert_timeout_secs(),
         runtime_filter_max_in: session.vars.runtime_filter_max_in(),
         runtime_filter_wait_ms: session.vars.runtime_filter_wait_ms(),
+        small_stage_rows: session.vars.small_stage_row_limit(),
         delete_rows: false,
         partial_columns: vec![],
         partial_strict: false,

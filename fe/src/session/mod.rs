@@ -266,6 +266,10 @@ static VARS: &[VarDef] = &[
     // over the backends with exchanges between them (MPP); false: joins and
     // final aggregations run on the FE.
     v("enable_mpp_execution", "true", Kind::Bool),
+    // Tethys' own: a stage above exchanges expected to bring at most this
+    // many rows runs as one task (in the FE's stage when it feeds it); 0:
+    // every stage on the backends its inputs come from.
+    v("small_stage_row_limit", "65536", Kind::Int),
     v("group_commit", "off_mode", Kind::Str),
     // What OK packets report to clients that negotiated CLIENT_SESSION_TRACK
     // (MySQL's defaults); transaction state is not tracked.
@@ -490,6 +494,12 @@ impl Variables {
     /// Runtime filter IN lists longer than this become bloom filters.
     pub fn runtime_filter_max_in(&self) -> usize {
         self.number("runtime_filter_max_in_num", 1024)
+    }
+
+    /// A stage above exchanges expected to bring at most this many rows runs
+    /// as one task (`small_stage_row_limit`, Tethys' own; 0: off).
+    pub fn small_stage_row_limit(&self) -> usize {
+        self.number("small_stage_row_limit", 65_536)
     }
 
     /// How long a scan waits for the runtime filters it applies to be

@@ -1,0 +1,179 @@
+//! Stages too small to spread: one task, folded into their consumer when
+//! that runs one too (the FE's own stage).
+//!
+//! ```sql
+//! -- TPC-H q02's subquery: the cheapest supply cost of each of ~460 parts
+//! SELECT ps_partkey, min(ps_supplycost) FROM partsupp, supplier, nation, region
+//! WHERE ... GROUP BY ps_partkey;
+//! ```
+//!
+//! On three backends the final aggregation of those groups, and the
+//! partitioned join of them with the outer query's 642 rows, each ran as a
+//! stage of three tasks: every task its own session and plan on its backend,
+//! and a stream from every producer task to every consumer task (nine per
+//! exchange) for a few hundred rows. A task and its streams cost the
+//! backends about as much CPU as one process spends on the whole query
+//! (q02: 140 ms of CPU on three BEs, 38 ms in one process). A stage with no
+//! scan of its own whose exchanges are expected to bring at most
+//! `small_stage_row_limit` rows (Tethys' own variable, 0: off) is asked for
+//! one task; datafusion-distributed folds a one-task stage into a one-task
+//! consumer, so such a stage under the FE's head runs there, and its
+//! producers send it one stream each.
+//!
+//! The estimate is an upper bound where one is known (a scan's estimated
+//! rows, filters and aggregations keep at most their input, a semi or anti
+//! join its preserved side) and the larger input for an inner or outer
+//! equi-join (a key meeting a foreign key); a node it does not know (a
+//! cross join, a scan without statistics) makes the stage not small.
+
+use std::sync::Arc;
+
+use datafusion::common::JoinType;
+use datafusion::error::Result as DfResult;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::Partitioning;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::execution_plan::CardinalityEffect;
+use datafusion::physical_plan::joins::{HashJoinExec, SortMergeJoinExec, SymmetricHashJoinExec};
+use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::union::UnionExec;
+use datafusion_distributed::DesiredTaskCountEventResponse;
+
+use super::remote::BeFragmentExec;
+
+/// Session config extension: `small_stage_row_limit` of the statement.
+#[derive(Debug, Clone, Copy)]
+pub struct SmallStageRows(pub usize);
+
+/// One task for `plan` when every child of it is a hash exchange (the
+/// stage above them starts here, with no scan of its own) and the rows they
+/// are expected to bring together are at most `limit`.
+pub fn one_task(
+    plan: &Arc<dyn ExecutionPlan>,
+    limit: usize,
+) -> Option<DfResult<DesiredTaskCountEventResponse>> {
+    let children = plan.children();
+    if limit == 0 || children.is_empty() || !children.iter().all(|c| is_hash_exchange(c)) {
+        return None;
+    }
+    let mut rows = 0usize;
+    for c in children {
+        rows = rows.saturating_add(rows_at_most(c)?);
+    }
+    (rows <= limit).then(|| Ok(DesiredTaskCountEventResponse::maximum(1)))
+}
+
+fn is_hash_exchange(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.downcast_ref::<RepartitionExec>()
+        .is_some_and(|r| matches!(r.partitioning(), Partitioning::Hash(..)))
+}
+
+/// Rows `plan` is expected to produce at most; `None`: not known.
+fn rows_at_most(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
+    if let Some(scan) = plan.downcast_ref::<BeFragmentExec>() {
+        let rows = scan.estimate(None).num_rows.get_value().copied()?;
+        // A fragment that aggregates (partially) sends each group once per
+        // partition.
+        let groups = scan
+            .aggregate()
+            .and_then(|agg| groups_at_most(agg, |name| scan.column_ndv(name)));
+        let partitions = plan.properties().partitioning.partition_count();
+        return Some(groups.map_or(rows, |g| rows.min(g.saturating_mul(partitions))));
+    }
+    let children = plan.children();
+    let side = |i: usize| children.get(i).and_then(|c| rows_at_most(c));
+    if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
+        return join_rows(j.join_type(), side(0)?, side(1)?);
+    }
+    if let Some(j) = plan.downcast_ref::<SortMergeJoinExec>() {
+        return join_rows(&j.join_type(), side(0)?, side(1)?);
+    }
+    if let Some(j) = plan.downcast_ref::<SymmetricHashJoinExec>() {
+        return join_rows(j.join_type(), side(0)?, side(1)?);
+    }
+    if plan.is::<UnionExec>() {
+        return children
+            .iter()
+            .try_fold(0usize, |n, c| Some(n.saturating_add(rows_at_most(c)?)));
+    }
+    let fetch = plan
+        .downcast_ref::<GlobalLimitExec>()
+        .and_then(|l| l.fetch())
+        .or_else(|| plan.downcast_ref::<LocalLimitExec>().map(|l| l.fetch()));
+    match children.as_slice() {
+        // Leaves other than scans (VALUES, a constant row).
+        [] => None,
+        // Filters, projections, aggregations, sorts, exchanges, limits: at
+        // most their input (an unnest: not known).
+        [_] if matches!(plan.cardinality_effect(), CardinalityEffect::GreaterEqual) => None,
+        [only] => {
+            let mut rows = rows_at_most(only)?;
+            if let Some(agg) = plan.downcast_ref::<AggregateExec>()
+                && let Some(groups) = groups_at_most(agg, |name| ndv_below(only, name))
+            {
+                // A partial aggregation sends each group once per partition.
+                let per = match agg.mode() {
+                    AggregateMode::Partial => only.properties().partitioning.partition_count(),
+                    _ => 1,
+                };
+                rows = rows.min(groups.saturating_mul(per));
+            }
+            Some(fetch.map_or(rows, |f| rows.min(f)))
+        }
+        // Other nodes of several inputs (cross joins, nested loops).
+        _ => None,
+    }
+}
+
+/// Groups of `agg` at most: the product of its group columns' distinct
+/// values (`ANALYZE TABLE`, by `ndv`); `None` when a group key is not a
+/// column with statistics.
+fn groups_at_most(agg: &AggregateExec, ndv: impl Fn(&str) -> Option<u64>) -> Option<usize> {
+    let keys = agg.group_expr();
+    if keys.expr().is_empty() {
+        return Some(1);
+    }
+    if keys.has_grouping_set() {
+        return None;
+    }
+    keys.expr().iter().try_fold(1usize, |n, (e, _)| {
+        let col = e.downcast_ref::<Column>()?;
+        let ndv = usize::try_from(ndv(col.name())?).ok()?;
+        Some(n.saturating_mul(ndv.max(1)))
+    })
+}
+
+/// Distinct values of the column `name` in the first scan below `plan`
+/// whose statistics know it.
+fn ndv_below(plan: &Arc<dyn ExecutionPlan>, name: &str) -> Option<u64> {
+    if let Some(scan) = plan.downcast_ref::<BeFragmentExec>() {
+        return scan.column_ndv(name);
+    }
+    plan.children().into_iter().find_map(|c| ndv_below(c, name))
+}
+
+/// Rows of an equi-join of `left` and `right` rows: the preserved side of
+/// a semi or anti join, both sides of a full join, else the larger side.
+fn join_rows(join: &JoinType, left: usize, right: usize) -> Option<usize> {
+    Some(match join {
+        JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark => left,
+        JoinType::RightSemi | JoinType::RightAnti | JoinType::RightMark => right,
+        JoinType::Full => left.saturating_add(right),
+        JoinType::Inner | JoinType::Left | JoinType::Right => left.max(right),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joins_keep_their_preserved_or_larger_side() {
+        assert_eq!(join_rows(&JoinType::Inner, 10, 1000), Some(1000));
+        assert_eq!(join_rows(&JoinType::LeftSemi, 10, 1000), Some(10));
+        assert_eq!(join_rows(&JoinType::RightAnti, 10, 1000), Some(1000));
+        assert_eq!(join_rows(&JoinType::Full, 10, 1000), Some(1010));
+    }
+}
