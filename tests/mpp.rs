@@ -602,6 +602,12 @@ async fn a_join_on_a_tables_buckets_moves_only_the_other_side() {
     run_all(&mut c, &["SET runtime_filter_mode = 'GLOBAL'"]).await;
 
     run_all(&mut c, &["SET enable_mpp_execution = true"]).await;
+    // A small stage's single task never takes in a stage reading a table
+    // (the moving side's key collector passes rows on in the join's stage).
+    run_all(&mut c, &["SET small_stage_row_limit = 65536"]).await;
+    let plan = explain(&mut c, BUCKET_SHUFFLED[0]).await;
+    assert!(plan.contains("JOIN(BUCKET_SHUFFLE)"), "{plan}");
+    run_all(&mut c, &["SET small_stage_row_limit = 0"]).await;
     let plan = explain(&mut c, BUCKET_SHUFFLED[0]).await;
     assert!(plan.contains("JOIN(BUCKET_SHUFFLE)"), "{plan}");
     assert!(

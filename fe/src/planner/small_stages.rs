@@ -35,11 +35,14 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::Partitioning;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
 use datafusion::physical_plan::execution_plan::CardinalityEffect;
+use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::{HashJoinExec, SortMergeJoinExec, SymmetricHashJoinExec};
 use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::union::UnionExec;
 use datafusion_distributed::DesiredTaskCountEventResponse;
+use tethys_common::plan::build_keys::BuildKeysExec;
 
 use super::remote::BeFragmentExec;
 
@@ -47,27 +50,48 @@ use super::remote::BeFragmentExec;
 #[derive(Debug, Clone, Copy)]
 pub struct SmallStageRows(pub usize);
 
-/// One task for `plan` when every child of it is a hash exchange (the
-/// stage above them starts here, with no scan of its own) and the rows they
-/// are expected to bring together are at most `limit`.
+/// One task for `plan`, an aggregation or a join every input of which is a
+/// hash exchange (the stage above them starts here, with no scan of its
+/// own), when the rows they are expected to bring together are at most
+/// `limit`.
 pub fn one_task(
     plan: &Arc<dyn ExecutionPlan>,
     limit: usize,
 ) -> Option<DfResult<DesiredTaskCountEventResponse>> {
+    // An aggregation or a join over hash exchanges only: a node passing
+    // rows on (a key collector over a bucket shuffle's moving side) may
+    // sit in a stage whose scans are below its parent.
+    let works = plan.is::<AggregateExec>()
+        || plan.is::<HashJoinExec>()
+        || plan.is::<SortMergeJoinExec>()
+        || plan.is::<SymmetricHashJoinExec>();
     let children = plan.children();
-    if limit == 0 || children.is_empty() || !children.iter().all(|c| is_hash_exchange(c)) {
+    if limit == 0 || !works || !children.iter().all(|c| is_hash_exchange(c)) {
         return None;
     }
     let mut rows = 0usize;
     for c in children {
         rows = rows.saturating_add(rows_at_most(c)?);
     }
+    tracing::debug!(
+        "{} over exchanges expected to receive {rows} rows",
+        plan.name()
+    );
     (rows <= limit).then(|| Ok(DesiredTaskCountEventResponse::maximum(1)))
 }
 
+/// A hash exchange, under nodes passing its rows on (a projection, a
+/// filter, a runtime filter's key collector).
 fn is_hash_exchange(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    plan.downcast_ref::<RepartitionExec>()
-        .is_some_and(|r| matches!(r.partitioning(), Partitioning::Hash(..)))
+    if let Some(r) = plan.downcast_ref::<RepartitionExec>() {
+        return matches!(r.partitioning(), Partitioning::Hash(..));
+    }
+    let passes =
+        plan.is::<ProjectionExec>() || plan.is::<FilterExec>() || plan.is::<BuildKeysExec>();
+    match plan.children().as_slice() {
+        [only] if passes => is_hash_exchange(only),
+        _ => false,
+    }
 }
 
 /// Rows `plan` is expected to produce at most; `None`: not known.
