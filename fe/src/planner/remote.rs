@@ -306,11 +306,7 @@ impl BeFragmentExec {
 
     /// Distinct values of the table's column `name` (`ANALYZE TABLE`).
     pub fn column_ndv(&self, name: &str) -> Option<u64> {
-        self.info
-            .column_stats
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, s)| s.ndv)
+        super::selectivity::column_stats(&self.info.column_stats, name).map(|s| s.ndv)
     }
 
     /// Estimated output: the tablets' rows, the share of them the fragment's

@@ -138,7 +138,7 @@ fn non_null_share(st: &ColumnStats) -> f64 {
 }
 
 /// The statistics of column `name` (exact name first, then ignoring case).
-fn column_stats<'a>(stats: &'a ColumnStatsMap, name: &str) -> Option<&'a ColumnStats> {
+pub(crate) fn column_stats<'a>(stats: &'a ColumnStatsMap, name: &str) -> Option<&'a ColumnStats> {
     stats.get(name).or_else(|| {
         stats
             .iter()

@@ -2,27 +2,29 @@
 //! that runs one too (the FE's own stage).
 //!
 //! ```sql
-//! -- TPC-H q02's subquery: the cheapest supply cost of each of ~460 parts
-//! SELECT ps_partkey, min(ps_supplycost) FROM partsupp, supplier, nation, region
-//! WHERE ... GROUP BY ps_partkey;
+//! -- TPC-H q01: four groups
+//! SELECT l_returnflag, l_linestatus, sum(l_quantity), ... FROM lineitem
+//! WHERE l_shipdate <= date '1998-12-01' - interval '90' day
+//! GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus;
 //! ```
 //!
-//! On three backends the final aggregation of those groups, and the
-//! partitioned join of them with the outer query's 642 rows, each ran as a
-//! stage of three tasks: every task its own session and plan on its backend,
-//! and a stream from every producer task to every consumer task (nine per
-//! exchange) for a few hundred rows. A task and its streams cost the
-//! backends about as much CPU as one process spends on the whole query
-//! (q02: 140 ms of CPU on three BEs, 38 ms in one process). A stage with no
-//! scan of its own whose exchanges are expected to bring at most
+//! On three backends the final aggregation of those groups ran as a stage
+//! of three tasks: every task its own session and plan on its backend, and
+//! a stream from every producer task to every consumer task (nine per
+//! exchange) for a few dozen rows; per-task and per-stream costs are most
+//! of what three BEs spend beyond one process on small queries
+//! (`benches/results/tpch-sf1-be3-2026-12-07-022701-notes.md`). An
+//! aggregation or a join whose inputs are all hash exchanges (a stage with
+//! no scan of its own starts there) and are expected to bring at most
 //! `small_stage_row_limit` rows (Tethys' own variable, 0: off) is asked for
 //! one task; datafusion-distributed folds a one-task stage into a one-task
 //! consumer, so such a stage under the FE's head runs there, and its
 //! producers send it one stream each.
 //!
 //! The estimate is an upper bound where one is known (a scan's estimated
-//! rows, filters and aggregations keep at most their input, a semi or anti
-//! join its preserved side) and the larger input for an inner or outer
+//! rows, filters and aggregations keep at most their input, an aggregation
+//! at most its group columns' distinct values, a semi or anti join its
+//! preserved side) and the larger input for an inner or outer
 //! equi-join (a key meeting a foreign key); a node it does not know (a
 //! cross join, a scan without statistics) makes the stage not small.
 
@@ -98,13 +100,11 @@ fn is_hash_exchange(plan: &Arc<dyn ExecutionPlan>) -> bool {
 fn rows_at_most(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
     if let Some(scan) = plan.downcast_ref::<BeFragmentExec>() {
         let rows = scan.estimate(None).num_rows.get_value().copied()?;
-        // A fragment that aggregates (partially) sends each group once per
-        // partition.
-        let groups = scan
-            .aggregate()
-            .and_then(|agg| groups_at_most(agg, |name| scan.column_ndv(name)));
-        let partitions = plan.properties().partitioning.partition_count();
-        return Some(groups.map_or(rows, |g| rows.min(g.saturating_mul(partitions))));
+        // A fragment that aggregates does so partially.
+        return Some(match scan.aggregate() {
+            Some(agg) => capped_by_groups(rows, agg, plan, |name| scan.column_ndv(name)),
+            None => rows,
+        });
     }
     let children = plan.children();
     let side = |i: usize| children.get(i).and_then(|c| rows_at_most(c));
@@ -134,21 +134,32 @@ fn rows_at_most(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
         [_] if matches!(plan.cardinality_effect(), CardinalityEffect::GreaterEqual) => None,
         [only] => {
             let mut rows = rows_at_most(only)?;
-            if let Some(agg) = plan.downcast_ref::<AggregateExec>()
-                && let Some(groups) = groups_at_most(agg, |name| ndv_below(only, name))
-            {
-                // A partial aggregation sends each group once per partition.
-                let per = match agg.mode() {
-                    AggregateMode::Partial => only.properties().partitioning.partition_count(),
-                    _ => 1,
-                };
-                rows = rows.min(groups.saturating_mul(per));
+            if let Some(agg) = plan.downcast_ref::<AggregateExec>() {
+                rows = capped_by_groups(rows, agg, only, |name| ndv_below(only, name));
             }
             Some(fetch.map_or(rows, |f| rows.min(f)))
         }
         // Other nodes of several inputs (cross joins, nested loops).
         _ => None,
     }
+}
+
+/// `rows` of `agg`'s input `input`, at most its groups: once per input
+/// partition for a partial aggregation (each partition sends its own).
+fn capped_by_groups(
+    rows: usize,
+    agg: &AggregateExec,
+    input: &Arc<dyn ExecutionPlan>,
+    ndv: impl Fn(&str) -> Option<u64>,
+) -> usize {
+    let Some(groups) = groups_at_most(agg, ndv) else {
+        return rows;
+    };
+    let per = match agg.mode() {
+        AggregateMode::Partial => input.properties().partitioning.partition_count(),
+        _ => 1,
+    };
+    rows.min(groups.saturating_mul(per))
 }
 
 /// Groups of `agg` at most: the product of its group columns' distinct
