@@ -5,7 +5,7 @@
 mod flight;
 mod http;
 mod rpc;
-mod worker;
+pub(crate) mod worker;
 
 use std::sync::Arc;
 

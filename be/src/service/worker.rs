@@ -18,6 +18,7 @@ use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool, TrackCons
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::filter_pushdown::FilterPushdown;
+use datafusion::prelude::SessionConfig;
 use datafusion_distributed::{
     DistributedExt, NetworkBoundaryExt, Worker, WorkerPlanRewriteEvent,
     WorkerPlanRewriteEventResponse, WorkerQueryContext,
@@ -27,6 +28,7 @@ use tethys_common::plan::TethysCodec;
 use tethys_common::plan::build_keys::{BuildKeysExec, KeysTo};
 use tethys_common::plan::cross_filters::{self, CrossFilters, FilterMerge};
 use tethys_common::plan::filter_merge::{FilterMergeNode, LocalMerge};
+use tethys_common::plan::runtime_filters::join_filter_options;
 use tethys_common::task_headers;
 use tethys_common::worker_channels::WorkerChannels;
 use tethys_proto::{
@@ -140,29 +142,7 @@ pub fn worker(
             let mut builder = ctx.builder;
             let profiled = header(&headers, task_headers::PROFILE).is_some();
             if let Some(cfg) = builder.config().as_mut() {
-                if let Some(n) =
-                    header(&headers, task_headers::BATCH_SIZE).and_then(|v| v.parse().ok())
-                {
-                    cfg.options_mut().execution.batch_size = n;
-                }
-                // A stage names no table: its scans arrive bound.
-                cfg.options_mut().catalog.create_default_catalog_and_schema = false;
-                if let Some(tz) = header(&headers, task_headers::TIME_ZONE) {
-                    cfg.options_mut().execution.time_zone = Some(tz.to_string());
-                }
-                // Joins publish runtime filters to the scans of their stage
-                // unless the statement turned them off (no wait header).
-                let wait = header(&headers, task_headers::RUNTIME_FILTER_WAIT_MS)
-                    .and_then(|v| v.parse().ok());
-                cfg.options_mut()
-                    .optimizer
-                    .enable_join_dynamic_filter_pushdown = wait.is_some();
-                let max_in = header(&headers, task_headers::RUNTIME_FILTER_MAX_IN)
-                    .and_then(|v| v.parse().ok());
-                cfg.set_extension(Arc::new(RuntimeFilterSettings {
-                    wait: Duration::from_millis(wait.unwrap_or(0)),
-                    max_in: max_in.unwrap_or(RuntimeFilterSettings::default().max_in),
-                }));
+                statement_settings(cfg, &headers);
                 let query_id = header(&headers, task_headers::QUERY_ID).unwrap_or_default();
                 // The FE's CancelQuery stops the query's stages here.
                 cfg.set_extension(cancels.of(query_id));
@@ -248,6 +228,28 @@ pub fn worker(
         }
     })
     .with_max_message_size(MAX_MESSAGE)
+}
+
+/// The statement's settings a task's session takes from the headers the FE
+/// sent: batch size, time zone and runtime filters (a stage names no
+/// table: its scans arrive bound, so no default catalog).
+pub(crate) fn statement_settings(cfg: &mut SessionConfig, headers: &HeaderMap) {
+    if let Some(n) = header(headers, task_headers::BATCH_SIZE).and_then(|v| v.parse().ok()) {
+        cfg.options_mut().execution.batch_size = n;
+    }
+    cfg.options_mut().catalog.create_default_catalog_and_schema = false;
+    if let Some(tz) = header(headers, task_headers::TIME_ZONE) {
+        cfg.options_mut().execution.time_zone = Some(tz.to_string());
+    }
+    // Joins publish runtime filters to the scans of their stage unless the
+    // statement turned them off (no wait header).
+    let wait = header(headers, task_headers::RUNTIME_FILTER_WAIT_MS).and_then(|v| v.parse().ok());
+    join_filter_options(&mut cfg.options_mut().optimizer, wait.is_some());
+    let max_in = header(headers, task_headers::RUNTIME_FILTER_MAX_IN).and_then(|v| v.parse().ok());
+    cfg.set_extension(Arc::new(RuntimeFilterSettings {
+        wait: Duration::from_millis(wait.unwrap_or(0)),
+        max_in: max_in.unwrap_or(RuntimeFilterSettings::default().max_in),
+    }));
 }
 
 /// `plan` with its hash joins' dynamic filters dropped (planned again).

@@ -198,8 +198,10 @@ pub fn statement_context(
     // the backends test comes from `build_keys`.
     // A distributed plan's joins feed scans of their own stage (planned
     // again on the backend) and of other stages (`cross_filters.rs`).
-    opts.optimizer.enable_join_dynamic_filter_pushdown = vars.runtime_filters();
-    opts.optimizer.hash_join_inlist_pushdown_max_distinct_values = 0;
+    tethys_common::plan::runtime_filters::join_filter_options(
+        &mut opts.optimizer,
+        vars.runtime_filters(),
+    );
     // Broadcast (collect) build sides up to this size and row count
     // (`broadcast_row_count_limit`), as Doris broadcasts small tables: one
     // hash table, one runtime filter per join.
