@@ -13,6 +13,7 @@ pub mod runtime_filter;
 mod scan;
 mod segment_scan;
 mod stage_keys;
+mod zone_test;
 
 use std::sync::Arc;
 

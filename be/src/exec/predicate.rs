@@ -35,6 +35,7 @@ use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
 use datafusion::physical_plan::metrics::Count;
 
+use super::zone_test::ZoneTest;
 use crate::storage::read::ZoneStats;
 
 /// How often (in evaluated pages) the conjunct order is revised.
@@ -48,8 +49,11 @@ struct Conjunct {
     columns: Vec<usize>,
     /// Schema of `columns`.
     schema: SchemaRef,
-    /// Prunes the pages where the conjunct's negation holds for no row,
-    /// i.e. where (with no nulls) the conjunct holds for every row.
+    /// Tells the pages whose zone maps prove the conjunct true for every
+    /// row, when it is one [`ZoneTest`] knows.
+    zone: Option<ZoneTest>,
+    /// Otherwise, prunes the pages where the conjunct's negation holds for
+    /// no row, i.e. where (with no nulls) the conjunct holds for every row.
     negation: Option<Arc<PruningPredicate>>,
     /// Whether it calls a volatile function (`rand()`).
     volatile: bool,
@@ -74,6 +78,7 @@ impl Conjunct {
             expr: self.expr.clone(),
             columns: self.columns.clone(),
             schema: self.schema.clone(),
+            zone: self.zone.clone(),
             negation: self.negation.clone(),
             volatile: self.volatile,
             origin: self.origin.clone(),
@@ -181,7 +186,8 @@ impl ScanPredicate {
                 })?
                 .data;
             let expr = super::like::rewrite_likes(expr)?;
-            let negation = negate(c).and_then(|n| {
+            let zone = ZoneTest::of(c, schema);
+            let negation = negate(c).filter(|_| zone.is_none()).and_then(|n| {
                 PruningPredicateBuilder::new()
                     .with_file_schema(schema.clone())
                     .build(n)
@@ -193,6 +199,7 @@ impl ScanPredicate {
                 expr,
                 columns: cols,
                 schema: local,
+                zone,
                 negation,
                 rows_in: 0,
                 rows_out: 0,
@@ -238,6 +245,13 @@ impl ScanPredicate {
         self.conjuncts
             .iter()
             .map(|c| {
+                if let Some(t) = &c.zone {
+                    return Ok(stats
+                        .zones
+                        .iter()
+                        .map(|zones| zones.get(t.column()).is_some_and(|z| t.all_match(z)))
+                        .collect());
+                }
                 let Some(neg) = &c.negation else {
                     return Ok(vec![false; stats.zones.len()]);
                 };

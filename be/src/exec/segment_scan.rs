@@ -14,8 +14,6 @@ use arrow::compute::BatchCoalescer;
 use arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_optimizer::pruning::PruningPredicate;
-use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 use roaring::RoaringBitmap;
 use tethys_common::TethysError;
@@ -25,6 +23,7 @@ use tethys_common::schema::TableSchema;
 
 use super::key_range::KeyBounds;
 use super::predicate::{PageRows, ScanPredicate};
+use super::zone_test::Pruning;
 use crate::storage::StorageEngine;
 use crate::storage::read::{
     PageReader, PageValues, Segment, TabletSnapshot, ZoneStats, page_bloom_may_contain,
@@ -154,7 +153,7 @@ pub(super) struct ScanState {
     table_schema: TableSchema,
     projection: Vec<usize>,
     engine: Arc<StorageEngine>,
-    pruning: Option<Arc<PruningPredicate>>,
+    pruning: Option<Pruning>,
     pub(super) predicate: Option<ScanPredicate>,
     /// Bounds on the key prefix, for the segments' short-key indexes.
     key_bounds: Option<KeyBounds>,
@@ -187,11 +186,7 @@ impl ScanState {
         counters: Counters,
         batch_size: usize,
     ) -> Result<ScanState> {
-        let pruning = predicate.and_then(|p| {
-            PruningPredicateBuilder::new()
-                .with_file_schema(schema.clone())
-                .build(p.clone())
-        });
+        let pruning = predicate.and_then(|p| Pruning::new(p, &schema));
         let key_bounds =
             predicate.and_then(|p| super::key_range::key_bounds(p, &projection, table_schema));
         let predicate = match predicate {
