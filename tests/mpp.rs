@@ -189,9 +189,43 @@ async fn joins_and_aggregations_run_over_three_backends() {
     assert_eq!(query_rows(&mut c, &broadcast).await, over_bes[1]);
     counters_of_every_task(&mut c, join, QUERIES[0]).await;
     one_tablet_tables_apart(&mut c).await;
+    a_selective_join_leaves_a_small_stage(&mut c).await;
     run_all(&mut c, &["SET enable_mpp_execution = false"]).await;
     let on_fe_plan = explain(&mut c, join).await;
     assert!(!on_fe_plan.contains("HASH_PARTITIONED: v@"), "{on_fe_plan}");
+}
+
+/// A join that keeps few rows (f's 20,000 meeting the 5 of dim's 100 keys
+/// a filter leaves) feeds a final aggregation estimated by the join's key
+/// statistics, not by its larger side: a small stage, run in the FE's own
+/// fragment, with the answers of the plan that spreads it.
+async fn a_selective_join_leaves_a_small_stage(c: &mut Conn) {
+    let sql = "SELECT f.k, f.v, count(*) FROM d.f JOIN d.dim ON f.k = dim.k \
+               WHERE dim.w < 10 GROUP BY f.k, f.v ORDER BY f.k";
+    run_all(
+        c,
+        &[
+            "ANALYZE TABLE d.f WITH SYNC",
+            "ANALYZE TABLE d.dim WITH SYNC",
+            "SET small_stage_row_limit = 1000",
+        ],
+    )
+    .await;
+    let plan = explain(c, sql).await;
+    assert!(
+        fragment_with(&plan, "VAGGREGATE (merge finalize)").contains("VRESULT SINK"),
+        "{plan}"
+    );
+    let small = query_rows(c, sql).await;
+    assert_eq!(small.len(), 5, "{small:?}");
+    run_all(c, &["SET small_stage_row_limit = 0"]).await;
+    let plan = explain(c, sql).await;
+    assert!(
+        !fragment_with(&plan, "VAGGREGATE (merge finalize)").contains("VRESULT SINK"),
+        "{plan}"
+    );
+    assert_eq!(query_rows(c, sql).await, small);
+    run_all(c, &["SET small_stage_row_limit = 65536"]).await;
 }
 
 /// Two tables of one tablet each, on different backends, joined (as
