@@ -3,7 +3,8 @@
 //!
 //! ```sql
 //! -- SSB q4.3 on three backends: lineorder's scan carries the joins'
-//! -- key bounds (lo_custkey >= 12 AND lo_custkey <= 149981 AND ...)
+//! -- key bounds (lo_custkey >= <least kept> AND lo_custkey <= <greatest>
+//! -- AND the same for lo_suppkey, lo_partkey, lo_orderdate)
 //! SELECT d_year, s_city, p_brand, sum(lo_revenue - lo_supplycost) ...
 //! ```
 //!
