@@ -34,8 +34,8 @@ use std::sync::Arc;
 
 use datafusion::common::JoinType;
 use datafusion::error::Result as DfResult;
+use datafusion::physical_expr::PhysicalExprRef;
 use datafusion::physical_expr::expressions::Column;
-use datafusion::physical_expr::{PhysicalExpr, PhysicalExprRef};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::Partitioning;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -205,15 +205,14 @@ fn key_ndv(
     on: &[(PhysicalExprRef, PhysicalExprRef)],
 ) -> Option<u64> {
     let [left, right] = sides else { return None };
+    let ndv = |side: &Arc<dyn ExecutionPlan>, e: &PhysicalExprRef| {
+        ndv_below(side, e.downcast_ref::<Column>()?.name())
+    };
     on.iter()
-        .map(|(l, r)| {
-            let ndv = |side: &Arc<dyn ExecutionPlan>, e: &Arc<dyn PhysicalExpr>| {
-                ndv_below(side, e.downcast_ref::<Column>()?.name())
-            };
-            Some(ndv(left, l)?.max(ndv(right, r)?))
-        })
-        .try_fold(u64::MAX, |m, n| Some(m.min(n?)))
-        .filter(|n| *n != u64::MAX)
+        .map(|(l, r)| Some(ndv(left, l)?.max(ndv(right, r)?)))
+        .collect::<Option<Vec<u64>>>()?
+        .into_iter()
+        .min()
 }
 
 /// Rows of an equi-join of `left` and `right` rows: the preserved side of
