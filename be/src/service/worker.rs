@@ -16,6 +16,7 @@ use std::time::Duration;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_optimizer::filter_pushdown::FilterPushdown;
 use datafusion::prelude::SessionConfig;
@@ -46,25 +47,59 @@ use crate::storage::StorageEngine;
 /// Largest message a worker call sends or takes: batches are cut to fit.
 pub const MAX_MESSAGE: usize = 64 << 20;
 
-/// The memory pools of the queries running here: every task of one query on
-/// this backend draws from one pool of `exec_mem_limit` bytes (Doris' limit
-/// is per query per backend), dropped with the query's last task.
+/// The sessions of the queries running here, by query id: every task of
+/// one query on this backend starts from one [`QuerySession`].
 #[derive(Default)]
-struct QueryPools(Mutex<HashMap<String, Weak<dyn MemoryPool>>>);
+struct QuerySessions(Mutex<HashMap<String, Weak<QuerySession>>>);
 
-impl QueryPools {
-    fn of(&self, query: &str, limit: usize) -> Arc<dyn MemoryPool> {
-        let mut pools = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(pool) = pools.get(query).and_then(Weak::upgrade) {
-            return pool;
+impl QuerySessions {
+    fn of(&self, query: &str) -> Arc<QuerySession> {
+        if query.is_empty() {
+            // No id to share under (the FE always sends one).
+            return Arc::default();
         }
-        pools.retain(|_, p| p.strong_count() > 0);
-        let pool: Arc<dyn MemoryPool> = Arc::new(TrackConsumersPool::new(
-            GreedyMemoryPool::new(limit),
-            NonZeroUsize::MIN.saturating_add(4),
-        ));
-        pools.insert(query.to_string(), Arc::downgrade(&pool));
-        pool
+        let mut sessions = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(session) = sessions.get(query).and_then(Weak::upgrade) {
+            return session;
+        }
+        sessions.retain(|_, s| s.strong_count() > 0);
+        let session = Arc::new(QuerySession::default());
+        sessions.insert(query.to_string(), Arc::downgrade(&session));
+        session
+    }
+}
+
+/// One query's session on this backend, built by its first task: the
+/// functions (DataFusion's and Tethys', ~500 registered by each build: 9%
+/// of a backend's CPU on SSB q1.2 when every task built its own) and the
+/// runtime with the query's memory pool, so that every task of the query
+/// here draws from one pool of `exec_mem_limit` bytes (Doris' limit is per
+/// query per backend). A task's session is a clone of it with the task's
+/// own config, which holds this: it lives as long as the query's tasks.
+#[derive(Default)]
+struct QuerySession(tokio::sync::OnceCell<SessionState>);
+
+impl QuerySession {
+    /// The query's session, built from `builder` (with `limit` bytes of
+    /// memory, 0: the worker's runtime) by the first task to ask.
+    async fn state(&self, builder: SessionStateBuilder, limit: usize) -> DfResult<&SessionState> {
+        self.0
+            .get_or_try_init(|| async move {
+                let mut builder = builder;
+                if limit > 0 {
+                    let pool: Arc<dyn MemoryPool> = Arc::new(TrackConsumersPool::new(
+                        GreedyMemoryPool::new(limit),
+                        NonZeroUsize::MIN.saturating_add(4),
+                    ));
+                    let runtime = RuntimeEnvBuilder::new()
+                        .with_memory_pool(pool)
+                        .build_arc()?;
+                    builder = builder.with_runtime_env(runtime);
+                }
+                tethys_common::functions::add_all(&mut builder);
+                Ok(builder.build())
+            })
+            .await
     }
 }
 
@@ -127,107 +162,112 @@ pub fn worker(
     loads: Arc<LoadContext>,
     cancels: Arc<QueryCancels>,
 ) -> Worker {
-    let pools = Arc::new(QueryPools::default());
+    let sessions = Arc::new(QuerySessions::default());
     let merge: Arc<dyn FilterMerge> = Arc::new(FrontendMerge(loads));
     // The other backends' workers, over one channel each for every task.
     let channels = WorkerChannels::default();
     Worker::from_session_builder(move |ctx: WorkerQueryContext| {
         let engine = engine.clone();
-        let pools = pools.clone();
+        let sessions = sessions.clone();
         let merge = merge.clone();
         let cancels = cancels.clone();
         let channels = channels.clone();
         async move {
             let headers = ctx.headers;
             let mut builder = ctx.builder;
+            let query_id = header(&headers, task_headers::QUERY_ID).unwrap_or_default();
             let profiled = header(&headers, task_headers::PROFILE).is_some();
-            if let Some(cfg) = builder.config().as_mut() {
-                statement_settings(cfg, &headers);
-                let query_id = header(&headers, task_headers::QUERY_ID).unwrap_or_default();
-                // The FE's CancelQuery stops the query's stages here.
-                cfg.set_extension(cancels.of(query_id));
-                // A session per task: the task's own merge node, for its
-                // colocate and bucket shuffle joins' filters.
-                let in_task = Arc::new(LocalMerge(Arc::new(FilterMergeNode::default())));
-                cfg.set_extension(Arc::new(CrossFilters {
-                    query_id: query_id.to_string(),
-                    merge,
-                    in_task,
-                }));
-            }
-            let limit: usize = header(&headers, task_headers::MEM_LIMIT)
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            if limit > 0 {
-                let query = header(&headers, task_headers::QUERY_ID).unwrap_or_default();
-                let pool = pools.of(query, limit);
-                let runtime = RuntimeEnvBuilder::new()
-                    .with_memory_pool(pool)
-                    .build_arc()?;
-                builder = builder.with_runtime_env(runtime);
-            }
+            // The task's config: datafusion-distributed's (the task's index,
+            // its work unit feeds) with the statement's settings and ours.
+            let mut cfg = builder.config().take().unwrap_or_default();
+            statement_settings(&mut cfg, &headers);
+            // The FE's CancelQuery stops the query's stages here.
+            cfg.set_extension(cancels.of(query_id));
+            // A session per task: the task's own merge node, for its
+            // colocate and bucket shuffle joins' filters.
+            let in_task = Arc::new(LocalMerge(Arc::new(FilterMergeNode::default())));
+            cfg.set_extension(Arc::new(CrossFilters {
+                query_id: query_id.to_string(),
+                merge,
+                in_task,
+            }));
             // Calls to other backends' workers (their exchanges) carry the
             // token this call came with.
             let mut passthrough = HeaderMap::new();
             if let Some(token) = headers.get(tethys_common::token::TOKEN_KEY) {
                 passthrough.insert(tethys_common::token::TOKEN_KEY, token.clone());
             }
-            // Tethys' functions join DataFusion's before the one build (no
-            // session round trip: a task's session is a fixed cost of every
-            // distributed query).
-            tethys_common::functions::add_all(&mut builder);
-            let state = builder
-                .with_distributed_user_codec(TethysCodec)
-                .with_distributed_channel_resolver(channels)
-                .with_distributed_passthrough_headers(passthrough)?
-                .with_distributed_worker_plan_rewrite_handler(move |ev: WorkerPlanRewriteEvent| {
-                    let plan = match profiled {
-                        true => ev.plan,
-                        false => tethys_common::plan::without_fragment_roots(ev.plan)?,
-                    };
-                    let plan = bind_scans(plan, &engine).map_err(external)?;
-                    // Joins arrive with the FE's filters, which no scan here
-                    // holds: dropped, so that the pushdown below gives them
-                    // new ones for the scans of this stage.
-                    let plan = without_join_filters(plan)?;
-                    // The stage's joins and the scans they filter meet again
-                    // here (a plan arrives without its joins' filters).
-                    let plan = FilterPushdown::new_post_optimization()
-                        .optimize(plan, ev.session_config.options())?;
-                    // Scans test the keys of their joins' build sides, as the
-                    // FE's do, not the joins' hash tables.
-                    let plan = collect_build_keys(plan)?;
-                    // DECIMAL arithmetic that cannot overflow runs unchecked.
-                    let plan =
-                        tethys_common::plan::exact_decimal_arithmetic(plan).map_err(external)?;
-                    // Last: a check over each leaf stops the stage once the
-                    // FE cancels the query.
-                    let plan = with_cancel_checks(plan)?;
-                    // Last: the nodes the coordinator does not have (the
-                    // fragments' own, the checks over exchange readers)
-                    // hidden in the leaves it has.
-                    let plan = match profiled {
-                        true => tethys_common::plan::counted_leaves(plan, |p| {
-                            // A reader whose keys this stage's join collects
-                            // for its scans (not the coordinator's collector
-                            // for the merge node) is one leaf of the
-                            // coordinator's too.
-                            let p = match p.downcast_ref::<BuildKeysExec>() {
-                                Some(b) if matches!(b.to(), KeysTo::Shared(_)) => b.input(),
-                                _ => p,
-                            };
-                            p.downcast_ref::<CancelCheckExec>()
-                                .is_some_and(|c| c.input().is_network_boundary())
-                        })?,
-                        false => plan,
-                    };
-                    Ok(WorkerPlanRewriteEventResponse::new(plan))
-                })
-                .build();
+            cfg.set_distributed_user_codec(TethysCodec);
+            cfg.set_distributed_channel_resolver(channels);
+            cfg.set_distributed_passthrough_headers(passthrough)?;
+            cfg.set_distributed_worker_plan_rewrite_handler(move |ev: WorkerPlanRewriteEvent| {
+                rewrite_task_plan(ev, &engine, profiled)
+            });
+            let limit: usize = header(&headers, task_headers::MEM_LIMIT)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            // The query's session is built with the statement's options
+            // only: no task's extensions live on in it.
+            let options = SessionConfig::from(cfg.options().as_ref().clone());
+            let query = sessions.of(query_id);
+            let mut state = query
+                .state(builder.with_config(options), limit)
+                .await?
+                .clone();
+            cfg.set_extension(query);
+            *state.config_mut() = cfg;
             Ok(state)
         }
     })
     .with_max_message_size(MAX_MESSAGE)
+}
+
+/// A task's plan as it runs here: its scans bound to local tablets, its
+/// joins' runtime filters planned again for the scans of this stage, the
+/// checks that stop it on cancel.
+fn rewrite_task_plan(
+    ev: WorkerPlanRewriteEvent,
+    engine: &Arc<StorageEngine>,
+    profiled: bool,
+) -> DfResult<WorkerPlanRewriteEventResponse> {
+    let plan = match profiled {
+        true => ev.plan,
+        false => tethys_common::plan::without_fragment_roots(ev.plan)?,
+    };
+    let plan = bind_scans(plan, engine).map_err(external)?;
+    // Joins arrive with the FE's filters, which no scan here holds: dropped,
+    // so that the pushdown below gives them new ones for the scans of this
+    // stage.
+    let plan = without_join_filters(plan)?;
+    // The stage's joins and the scans they filter meet again here (a plan
+    // arrives without its joins' filters).
+    let plan =
+        FilterPushdown::new_post_optimization().optimize(plan, ev.session_config.options())?;
+    // Scans test the keys of their joins' build sides, as the FE's do, not
+    // the joins' hash tables.
+    let plan = collect_build_keys(plan)?;
+    // DECIMAL arithmetic that cannot overflow runs unchecked.
+    let plan = tethys_common::plan::exact_decimal_arithmetic(plan).map_err(external)?;
+    // Last: a check over each leaf stops the stage once the FE cancels the
+    // query.
+    let plan = with_cancel_checks(plan)?;
+    // Last: the nodes the coordinator does not have (the fragments' own, the
+    // checks over exchange readers) hidden in the leaves it has.
+    let plan = match profiled {
+        true => tethys_common::plan::counted_leaves(plan, |p| {
+            // A reader whose keys this stage's join collects for its scans
+            // (not the coordinator's collector for the merge node) is one
+            // leaf of the coordinator's too.
+            let p = match p.downcast_ref::<BuildKeysExec>() {
+                Some(b) if matches!(b.to(), KeysTo::Shared(_)) => b.input(),
+                _ => p,
+            };
+            p.downcast_ref::<CancelCheckExec>()
+                .is_some_and(|c| c.input().is_network_boundary())
+        })?,
+        false => plan,
+    };
+    Ok(WorkerPlanRewriteEventResponse::new(plan))
 }
 
 /// The statement's settings a task's session takes from the headers the FE
@@ -269,4 +309,38 @@ fn without_join_filters(
             Ok(Transformed::no(p))
         })?
         .data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime(state: &SessionState) -> *const datafusion::execution::runtime_env::RuntimeEnv {
+        Arc::as_ptr(state.runtime_env())
+    }
+
+    /// The tasks of one query here share one session (one memory pool, one
+    /// registration of the functions); another query gets its own.
+    #[tokio::test]
+    async fn tasks_of_a_query_share_its_session() {
+        let sessions = QuerySessions::default();
+        let builder = || SessionStateBuilder::new().with_default_features();
+        let q1 = sessions.of("q1");
+        let first = q1.state(builder(), 1 << 20).await.unwrap().clone();
+        let again = sessions.of("q1");
+        assert!(Arc::ptr_eq(&q1, &again));
+        let second = again.state(builder(), 1 << 20).await.unwrap().clone();
+        assert_eq!(runtime(&first), runtime(&second));
+        // Tethys' functions beside DataFusion's.
+        let defaults = builder().build().scalar_functions().len();
+        assert!(second.scalar_functions().len() > defaults);
+        let other = sessions.of("q2");
+        let third = other.state(builder(), 1 << 20).await.unwrap();
+        assert_ne!(runtime(&first), runtime(third));
+        // Once the query's tasks are gone, its session goes with them.
+        drop((q1, again));
+        let q1 = sessions.of("q1");
+        let fourth = q1.state(builder(), 1 << 20).await.unwrap();
+        assert_ne!(runtime(&first), runtime(fourth));
+    }
 }

@@ -34,8 +34,10 @@ impl BloomFilterExpr {
     /// type has no stable byte form here (floats, nested types).
     pub fn build(expr: Arc<dyn PhysicalExpr>, values: &ArrayRef) -> Option<Self> {
         let mut filter = Sbbf::new_with_ndv_fpp(values.len().max(1) as u64, BLOOM_FPP).ok()?;
+        // The null buffer read directly, not through the array per row.
+        let nulls = values.nulls();
         map_keys(values, |i, k| {
-            if values.is_valid(i) {
+            if nulls.is_none_or(|n| n.is_valid(i)) {
                 filter.insert(k);
             }
             true
@@ -151,8 +153,9 @@ impl BloomKeys {
             return;
         };
         let mut keys = 0;
+        let nulls = values.nulls();
         let hashed = map_keys(values, |i, k| {
-            if values.is_valid(i) {
+            if nulls.is_none_or(|n| n.is_valid(i)) {
                 filter.insert(k);
                 keys += 1;
             }
