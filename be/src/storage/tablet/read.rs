@@ -60,23 +60,26 @@ impl Tablet {
 
     /// The rowsets visible at `version`, oldest first.
     pub fn rowsets_at(&self, version: i64) -> Result<Vec<RowsetMeta>> {
-        let meta = self.meta();
-        if meta.version < version {
-            return Err(TethysError::Internal(format!(
-                "tablet {} is at version {}, query asked for {version}",
-                meta.tablet_id, meta.version
-            )));
-        }
-        let mut rs: Vec<&RowsetMeta> = meta
-            .rowsets
+        // The rowsets only, not the whole meta (its schema's names): every
+        // scan of every tablet starts here.
+        let (tablet_id, rowsets) = {
+            let meta = self.meta.read().unwrap_or_else(|p| p.into_inner());
+            if meta.version < version {
+                return Err(TethysError::Internal(format!(
+                    "tablet {} is at version {}, query asked for {version}",
+                    meta.tablet_id, meta.version
+                )));
+            }
+            (meta.tablet_id, meta.rowsets.clone())
+        };
+        let mut rs: Vec<&RowsetMeta> = rowsets
             .iter()
             .filter(|r| r.end_version <= version)
             .collect();
         // A compacted rowset that ends after `version` replaced rowsets a
         // reader at `version` still needs: the largest stale rowsets inside
         // its range, up to `version` (merges nest, so they do not overlap).
-        let straddling: Vec<&RowsetMeta> = meta
-            .rowsets
+        let straddling: Vec<&RowsetMeta> = rowsets
             .iter()
             .filter(|r| r.start_version <= version && version < r.end_version)
             .collect();
@@ -110,7 +113,7 @@ impl Tablet {
                 return Err(TethysError::Backend(format!(
                     "[E-230]versions already merged: tablet {} cannot be read at version {version} any more, \
                      compaction merged versions {}-{}; retry the query",
-                    meta.tablet_id, r.start_version, r.end_version
+                    tablet_id, r.start_version, r.end_version
                 )));
             }
             rs.append(&mut covered);
