@@ -38,7 +38,7 @@
 //! broadcast join with a small build side, from 12-18 to 19-23 ms on
 //! three BEs).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -87,7 +87,11 @@ pub struct QueryCancels {
 #[derive(Default)]
 struct State {
     running: HashMap<String, Weak<Cancelled>>,
+    /// Cancelled ids, oldest first, each once; `recent_ids` the same ids
+    /// for the lookup every task start makes (the FE cancels every
+    /// distributed query when it ends: thousands are remembered).
     recent: VecDeque<(String, Instant)>,
+    recent_ids: HashSet<String>,
 }
 
 impl QueryCancels {
@@ -103,7 +107,7 @@ impl QueryCancels {
         }
         s.running.retain(|_, f| f.strong_count() > 0);
         let flag = Arc::new(Cancelled::default());
-        if s.recent.iter().any(|(q, _)| q == query) {
+        if s.recent_ids.contains(query) {
             flag.0.store(true, Ordering::Release);
         }
         s.running.insert(query.to_string(), Arc::downgrade(&flag));
@@ -116,15 +120,21 @@ impl QueryCancels {
         if let Some(f) = s.running.get(query).and_then(Weak::upgrade) {
             f.0.store(true, Ordering::Release);
         }
+        if s.recent_ids.contains(query) {
+            return;
+        }
         while s
             .recent
             .front()
             .is_some_and(|(_, at)| at.elapsed() > REMEMBERED)
             || s.recent.len() >= MAX_REMEMBERED
         {
-            s.recent.pop_front();
+            if let Some((q, _)) = s.recent.pop_front() {
+                s.recent_ids.remove(&q);
+            }
         }
         s.recent.push_back((query.to_string(), Instant::now()));
+        s.recent_ids.insert(query.to_string());
     }
 }
 
@@ -313,6 +323,25 @@ mod tests {
             "a task of a cancelled query starts cancelled"
         );
         assert!(!q.of("c").is_set());
+    }
+
+    /// The newest MAX_REMEMBERED cancelled ids are remembered, each once
+    /// however often it was cancelled; older ones are forgotten.
+    #[test]
+    fn cancelled_ids_are_remembered_up_to_a_bound() {
+        let q = QueryCancels::default();
+        q.cancel("first");
+        q.cancel("first");
+        for i in 1..MAX_REMEMBERED {
+            q.cancel(&format!("q{i}"));
+        }
+        assert!(q.of("first").is_set());
+        assert_eq!(q.lock().recent.len(), MAX_REMEMBERED);
+        q.cancel("one more");
+        assert!(!q.of("first").is_set(), "the oldest is forgotten");
+        assert!(q.of("q1").is_set() && q.of("one more").is_set());
+        let s = q.lock();
+        assert_eq!(s.recent.len(), s.recent_ids.len());
     }
 
     /// A leaf whose `execute` counts its calls.
