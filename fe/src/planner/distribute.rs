@@ -476,12 +476,12 @@ impl QueryPlanner for PlaceOrFallBack {
     }
 }
 
-/// `state` with `ext` in its config.
+/// `state` with `ext` in its config (a clone: building the session again
+/// would register every function again).
 fn with_extension<T: Send + Sync + 'static>(state: &SessionState, ext: T) -> SessionState {
-    let config = state.config().clone().with_extension(Arc::new(ext));
-    SessionStateBuilder::new_from_existing(state.clone())
-        .with_config(config)
-        .build()
+    let mut state = state.clone();
+    state.config_mut().set_extension(Arc::new(ext));
+    state
 }
 
 impl PlaceOrFallBack {
