@@ -2,8 +2,9 @@
 //! cluster token like every other service here: the stages of a query
 //! planned over the backends (`fe/src/planner/distribute.rs`) run here.
 //! Each task's session takes the statement's settings from the headers the
-//! FE sent (its memory from the query's pool on this backend), our
-//! functions and plan codec; its scans are bound to local
+//! FE sent, our functions and plan codec; the tasks of one query here
+//! clone one session (`QuerySession`: the functions registered once, the
+//! query's memory pool in its runtime); its scans are bound to local
 //! tablets as a fragment's are (`exec::bind_scans`), and its calls to other
 //! backends carry the token it came with. A profiled query's task reports
 //! its counters in the coordinator's node order (`plan::counted_leaves`).
