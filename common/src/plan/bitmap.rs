@@ -58,17 +58,6 @@ macro_rules! with_ints {
     }};
 }
 
-/// Calls `f(row, value)` for every row of an integer array (null rows too,
-/// with whatever their slot holds) and collects its answers; `None` for a
-/// type a bitmap does not take.
-fn map_ints(a: &ArrayRef, mut f: impl FnMut(usize, i64) -> bool) -> Option<BooleanBuffer> {
-    let n = a.len();
-    with_ints!(a, |_p, v| BooleanBuffer::collect_bool(n, |i| f(
-        i,
-        v[i] as i64
-    )))
-}
-
 /// Calls `f(value)` for every non-null value of an integer array; `None`
 /// for a type a bitmap does not take. The null buffer is read once, not
 /// asked row by row through the array (which was most of building a
@@ -241,12 +230,32 @@ impl BitmapFilterExpr {
             keys: u64::from_le_bytes(*keys),
         })
     }
+}
 
-    #[inline]
-    fn contains(&self, v: i64) -> bool {
-        let o = (v as i128 - self.min as i128) as u128;
-        let w = (o / 64) as usize;
-        o < (self.bits.len() as u128) * 64 && self.bits[w] & (1 << (o % 64)) != 0
+/// Whether each of `values` is in a bitmap whose bit 0 is `min`, 64 values
+/// to a word.
+fn test_values<T: Copy + Into<i64>>(values: &[T], bits: &[u64], min: i64) -> BooleanBuffer {
+    let mut words = arrow::buffer::MutableBuffer::new(values.len().div_ceil(64) * 8);
+    for chunk in values.chunks(64) {
+        let mut word = 0u64;
+        for (j, v) in chunk.iter().enumerate() {
+            word |= (in_bitmap(bits, min, (*v).into()) as u64) << j;
+        }
+        words.push(word);
+    }
+    BooleanBuffer::new(words.into(), 0, values.len())
+}
+
+/// Whether `v` is in a bitmap whose bit 0 is `min`: its offset from `min`
+/// (none when the subtraction overflows or is negative) picks a word, a
+/// word past the end holds no bit.
+#[inline(always)]
+fn in_bitmap(bits: &[u64], min: i64, v: i64) -> bool {
+    match v.checked_sub(min) {
+        Some(o) if o >= 0 => bits
+            .get((o as u64 >> 6) as usize)
+            .is_some_and(|w| (w >> (o as u64 & 63)) & 1 != 0),
+        _ => false,
     }
 }
 
@@ -279,7 +288,9 @@ impl PhysicalExpr for BitmapFilterExpr {
 impl BitmapFilterExpr {
     /// Whether each key is in the set.
     fn test(&self, keys: &ArrayRef) -> Result<BooleanBuffer> {
-        map_ints(keys, |_, v| self.contains(v)).ok_or_else(|| {
+        let (bits, min) = (self.bits.as_slice(), self.min);
+        let test = || with_ints!(keys, |_p, v| test_values(v, bits, min));
+        test().ok_or_else(|| {
             DataFusionError::Internal(format!("bitmap filter over a {} key", keys.data_type()))
         })
     }
@@ -327,6 +338,35 @@ mod tests {
                 Some(false)
             ]
         );
+    }
+
+    /// Keys whose distance from the bitmap's first value overflows an i64
+    /// are not in it (no wrapped offset lands on a set bit).
+    #[test]
+    fn keys_at_the_ends_of_the_range() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+        let key = col("k", &schema).unwrap();
+        for build in [vec![i64::MAX - 2, i64::MAX], vec![i64::MIN, i64::MIN + 1]] {
+            let f = BitmapFilterExpr::build(
+                key.clone(),
+                &(Arc::new(Int64Array::from(build.clone())) as ArrayRef),
+            )
+            .unwrap();
+            let probe: Vec<i64> = (0..130)
+                .map(|i| i64::MIN.wrapping_add(i))
+                .chain((0..130).map(|i| i64::MAX.wrapping_sub(i)))
+                .chain([0, -1, 1])
+                .collect();
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(Int64Array::from(probe.clone()))],
+            )
+            .unwrap();
+            let out = f.evaluate(&batch).unwrap().into_array(probe.len()).unwrap();
+            let got: Vec<bool> = out.as_boolean().values().iter().collect();
+            let want: Vec<bool> = probe.iter().map(|v| build.contains(v)).collect();
+            assert_eq!(got, want, "build {build:?}");
+        }
     }
 
     #[test]
