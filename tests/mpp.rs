@@ -30,7 +30,13 @@ const QUERIES: &[&str] = &[
     // below the aggregate's exchange, the join's build side is spread over
     // the backends.
     CROSS_STAGE,
+    SEMI_ON_GROUPS,
 ];
+
+/// A semi join whose build side's rows are emitted (it is partitioned, not
+/// broadcast), probed by an aggregation hashed on the join key.
+const SEMI_ON_GROUPS: &str = "SELECT k, w FROM d.dim \
+     WHERE k IN (SELECT v FROM d.f GROUP BY v HAVING count(*) > 0) ORDER BY k";
 
 const CROSS_STAGE: &str = "SELECT count(*), sum(a.n), sum(a.v) FROM d.f2 \
      JOIN (SELECT v, count(*) n FROM d.f GROUP BY v) a ON f2.v = a.v WHERE f2.k < 1500";
@@ -104,6 +110,13 @@ async fn joins_and_aggregations_run_over_three_backends() {
     );
     run_all(&mut c, &["SET small_stage_row_limit = 0"]).await;
     let over_bes = answers(&mut c, true).await;
+    // The semi join runs in its probe side's stage, the aggregation's rows
+    // not hashed again on the key they are hashed on.
+    let semi = explain(&mut c, SEMI_ON_GROUPS).await;
+    assert!(
+        fragment_with(&semi, "JOIN(PARTITIONED)").contains("VAGGREGATE (merge finalize)"),
+        "{semi}"
+    );
     assert_eq!(small, over_bes, "one task answers as several do");
     for (q, (a, b)) in QUERIES.iter().zip(on_fe.iter().zip(&over_bes)) {
         assert!(!a.is_empty(), "{q} answers rows");

@@ -90,18 +90,21 @@ pub fn distributed(
     }
     let router = backends.clone();
     // The physical plan the distributed planner cuts into stages: with
-    // bucket shuffle joins, made once DataFusion has checked the plan.
-    let builder = match bucket_shuffle {
-        true => builder.with_query_planner(Arc::new(super::bucket_shuffle::BucketShufflePlanner {
+    // bucket shuffle joins, made once DataFusion has checked the plan, and
+    // joins that must be partitioned keeping their probe side's hashing.
+    let bucket_shuffle = bucket_shuffle.then(|| {
+        Arc::new(super::bucket_shuffle::BucketShufflePlanner {
             hinted: stmt.join_hints.iter().map(|h| h.table.clone()).collect(),
             backends: {
                 let mut ids = backends.alive_ids();
                 ids.sort_unstable();
                 ids
             },
-        })),
-        false => builder,
-    };
+        }) as Arc<dyn QueryPlanner + Send + Sync>
+    });
+    let builder = builder.with_query_planner(Arc::new(super::probe_hashing::KeepProbeHashing(
+        bucket_shuffle,
+    )));
     let mut builder = builder
         .with_distributed_planner()
         .with_distributed_worker_resolver(BackendWorkers(backends.clone()))

@@ -15,6 +15,7 @@ mod join_hints;
 pub mod join_keys;
 pub mod join_order;
 pub mod join_reorder;
+mod probe_hashing;
 mod push_agg;
 pub mod remote;
 pub mod run;
