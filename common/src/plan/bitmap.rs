@@ -233,13 +233,26 @@ impl BitmapFilterExpr {
 }
 
 /// Whether each of `values` is in a bitmap whose bit 0 is `min`, 64 values
-/// to a word.
+/// to a word. Values of at most 32 bits against a `min` within 2^62 of 0
+/// cannot overflow their offset: one unsigned compare (a negative offset is
+/// a huge one) picks the word; other values take [`in_bitmap`]'s checks.
 fn test_values<T: Copy + Into<i64>>(values: &[T], bits: &[u64], min: i64) -> BooleanBuffer {
+    let narrow = size_of::<T>() <= 4 && min.unsigned_abs() < 1 << 62;
     let mut words = arrow::buffer::MutableBuffer::new(values.len().div_ceil(64) * 8);
     for chunk in values.chunks(64) {
         let mut word = 0u64;
-        for (j, v) in chunk.iter().enumerate() {
-            word |= (in_bitmap(bits, min, (*v).into()) as u64) << j;
+        if narrow {
+            for (j, v) in chunk.iter().enumerate() {
+                let o = Into::<i64>::into(*v).wrapping_sub(min) as u64;
+                let hit = bits
+                    .get((o >> 6) as usize)
+                    .map_or(0, |w| (w >> (o & 63)) & 1);
+                word |= hit << j;
+            }
+        } else {
+            for (j, v) in chunk.iter().enumerate() {
+                word |= (in_bitmap(bits, min, (*v).into()) as u64) << j;
+            }
         }
         words.push(word);
     }
@@ -362,6 +375,29 @@ mod tests {
                 vec![Arc::new(Int64Array::from(probe.clone()))],
             )
             .unwrap();
+            let out = f.evaluate(&batch).unwrap().into_array(probe.len()).unwrap();
+            let got: Vec<bool> = out.as_boolean().values().iter().collect();
+            let want: Vec<bool> = probe.iter().map(|v| build.contains(v)).collect();
+            assert_eq!(got, want, "build {build:?}");
+        }
+    }
+
+    /// The same at the ends of a 32-bit key's range, whose offsets take
+    /// the unchecked path.
+    #[test]
+    fn narrow_keys_at_the_ends_of_their_range() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, false)]));
+        let key = col("k", &schema).unwrap();
+        for build in [vec![i32::MAX - 70, i32::MAX], vec![i32::MIN, i32::MIN + 65]] {
+            let keys: ArrayRef = Arc::new(Int32Array::from(build.clone()));
+            let f = BitmapFilterExpr::build(key.clone(), &keys).unwrap();
+            let probe: Vec<i32> = (0..130)
+                .map(|i| i32::MIN.wrapping_add(i))
+                .chain((0..130).map(|i| i32::MAX.wrapping_sub(i)))
+                .chain([0, -1, 1])
+                .collect();
+            let column = Arc::new(Int32Array::from(probe.clone()));
+            let batch = RecordBatch::try_new(schema.clone(), vec![column]).unwrap();
             let out = f.evaluate(&batch).unwrap().into_array(probe.len()).unwrap();
             let got: Vec<bool> = out.as_boolean().values().iter().collect();
             let want: Vec<bool> = probe.iter().map(|v| build.contains(v)).collect();
