@@ -429,8 +429,6 @@ fn fe_reads_its_own(plan: Arc<dyn ExecutionPlan>) -> DfResult<Arc<dyn ExecutionP
     Ok(out.data)
 }
 
-/// The distributed planner, and the single-process plan when its result
-/// cannot be placed ([`placement`]).
 /// The physical plan of the logical plan being placed, kept for a placement
 /// again with other task counts ([`SpreadScans`]): the plan before the
 /// distributed planner does not depend on them. Planning it again was about
@@ -484,6 +482,8 @@ impl QueryPlanner for ReusedPhysical {
     }
 }
 
+/// The distributed planner, and the single-process plan when its result
+/// cannot be placed ([`placement`]).
 #[derive(Debug)]
 struct PlaceOrFallBack {
     distributed: Arc<dyn QueryPlanner + Send + Sync>,

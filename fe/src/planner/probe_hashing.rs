@@ -18,7 +18,10 @@
 //! partitioned with only its build side hashed, on the keys matching the
 //! probe side's hash expressions and with its partition count; the join
 //! runs in the aggregation's stage. The hash is DataFusion's for both
-//! (`RepartitionExec`), so keys of one type meet in one partition.
+//! (`RepartitionExec`), so keys of one type meet in one partition; a probe
+//! side hashed otherwise (a scan dealt by bucket declares its keys' hash,
+//! its rows placed by Tethys' bucket hash) is left to the distributed
+//! planner.
 
 use std::sync::Arc;
 
@@ -70,6 +73,25 @@ pub fn keep_probe_hashing(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn Execut
     rewrite_hash_joins(plan, partitioned_on_probe)
 }
 
+/// Whether `plan`'s hash partitioning is DataFusion's: made by a hash
+/// repartition under nodes of one input each. A scan dealt by bucket (a
+/// colocate or bucket shuffle join's side) declares its keys' hash too, but
+/// its rows are placed by Tethys' bucket hash: rows hashed by DataFusion's
+/// would not meet them.
+fn hashed_by_datafusion(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let mut p = Arc::clone(plan);
+    loop {
+        if let Some(r) = p.downcast_ref::<RepartitionExec>() {
+            return matches!(r.partitioning(), Partitioning::Hash(..));
+        }
+        let next = match p.children().as_slice() {
+            [only] => Arc::clone(*only),
+            _ => return false,
+        };
+        p = next;
+    }
+}
+
 /// Join types whose build side's rows are emitted: not broadcast over tasks.
 fn emits_build_rows(t: &JoinType) -> bool {
     use JoinType::*;
@@ -88,7 +110,7 @@ fn partitioned_on_probe(j: &HashJoinExec) -> Result<Option<Arc<dyn ExecutionPlan
     let Partitioning::Hash(exprs, n) = j.right().output_partitioning() else {
         return Ok(None);
     };
-    if *n < 2 || exprs.len() != j.on().len() {
+    if *n < 2 || exprs.len() != j.on().len() || !hashed_by_datafusion(j.right()) {
         return Ok(None);
     }
     let (left_schema, right_schema) = (j.left().schema(), j.right().schema());
@@ -124,9 +146,12 @@ mod tests {
     use super::*;
     use arrow::datatypes::{DataType, Field, Schema};
     use datafusion::common::NullEquality;
+    use datafusion::physical_expr::EquivalenceProperties;
     use datafusion::physical_expr::expressions::col;
     use datafusion::physical_plan::empty::EmptyExec;
+    use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
     use datafusion::physical_plan::joins::utils::JoinOn;
+    use datafusion::physical_plan::{DisplayAs, DisplayFormatType, PlanProperties};
 
     fn side(name: &str, t: DataType, hashed: Option<usize>) -> Arc<dyn ExecutionPlan> {
         let schema = Arc::new(Schema::new(vec![Field::new(name, t, false)]));
@@ -193,8 +218,65 @@ mod tests {
         );
     }
 
+    /// A leaf that declares its rows hashed on its column (as a scan dealt
+    /// by bucket does).
+    #[derive(Debug)]
+    struct DeclaredHash(Arc<PlanProperties>);
+
+    impl DisplayAs for DeclaredHash {
+        fn fmt_as(&self, _: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "DeclaredHash")
+        }
+    }
+
+    impl ExecutionPlan for DeclaredHash {
+        fn name(&self) -> &str {
+            "DeclaredHash"
+        }
+        fn properties(&self) -> &Arc<PlanProperties> {
+            &self.0
+        }
+        fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+            vec![]
+        }
+        fn apply_expressions(
+            &self,
+            _: &mut dyn FnMut(
+                &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+            )
+                -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
+        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        }
+        fn with_new_children(
+            self: Arc<Self>,
+            _: Vec<Arc<dyn ExecutionPlan>>,
+        ) -> Result<Arc<dyn ExecutionPlan>> {
+            Ok(self)
+        }
+        fn execute(
+            &self,
+            _: usize,
+            _: Arc<datafusion::execution::TaskContext>,
+        ) -> Result<datafusion::execution::SendableRecordBatchStream> {
+            datafusion::common::not_impl_err!("a test leaf")
+        }
+    }
+
+    fn declared_hash(n: usize) -> Arc<dyn ExecutionPlan> {
+        let schema = Arc::new(Schema::new(vec![Field::new("b", DataType::Int32, false)]));
+        let key = col("b", &schema).unwrap();
+        Arc::new(DeclaredHash(Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::Hash(vec![key], n),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ))))
+    }
+
     /// Left alone: an inner join (broadcast instead), a probe side not
-    /// hashed, keys of different types (their hashes differ).
+    /// hashed, keys of different types (their hashes differ), a probe side
+    /// whose hash a leaf declares (Tethys' bucket hash, not DataFusion's).
     #[test]
     fn others_are_left_alone() {
         let int = |h| side("b", DataType::Int32, h);
@@ -212,6 +294,11 @@ mod tests {
             join(
                 side("a", DataType::Int64, None),
                 int(Some(6)),
+                JoinType::LeftSemi,
+            ),
+            join(
+                side("a", DataType::Int32, None),
+                declared_hash(6),
                 JoinType::LeftSemi,
             ),
         ] {
