@@ -353,30 +353,35 @@ mod tests {
         );
     }
 
+    /// Whether each of `probe` passes a bitmap of `build` (one type).
+    fn passes(build: ArrayRef, probe: ArrayRef) -> Vec<bool> {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "k",
+            probe.data_type().clone(),
+            false,
+        )]));
+        let key = col("k", &schema).unwrap();
+        let f = BitmapFilterExpr::build(key, &build).unwrap();
+        let n = probe.len();
+        let batch = RecordBatch::try_new(schema, vec![probe]).unwrap();
+        let out = f.evaluate(&batch).unwrap().into_array(n).unwrap();
+        out.as_boolean().values().iter().collect()
+    }
+
     /// Keys whose distance from the bitmap's first value overflows an i64
     /// are not in it (no wrapped offset lands on a set bit).
     #[test]
     fn keys_at_the_ends_of_the_range() {
-        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
-        let key = col("k", &schema).unwrap();
         for build in [vec![i64::MAX - 2, i64::MAX], vec![i64::MIN, i64::MIN + 1]] {
-            let f = BitmapFilterExpr::build(
-                key.clone(),
-                &(Arc::new(Int64Array::from(build.clone())) as ArrayRef),
-            )
-            .unwrap();
             let probe: Vec<i64> = (0..130)
                 .map(|i| i64::MIN.wrapping_add(i))
                 .chain((0..130).map(|i| i64::MAX.wrapping_sub(i)))
                 .chain([0, -1, 1])
                 .collect();
-            let batch = RecordBatch::try_new(
-                schema.clone(),
-                vec![Arc::new(Int64Array::from(probe.clone()))],
-            )
-            .unwrap();
-            let out = f.evaluate(&batch).unwrap().into_array(probe.len()).unwrap();
-            let got: Vec<bool> = out.as_boolean().values().iter().collect();
+            let got = passes(
+                Arc::new(Int64Array::from(build.clone())),
+                Arc::new(Int64Array::from(probe.clone())),
+            );
             let want: Vec<bool> = probe.iter().map(|v| build.contains(v)).collect();
             assert_eq!(got, want, "build {build:?}");
         }
@@ -386,20 +391,16 @@ mod tests {
     /// the unchecked path.
     #[test]
     fn narrow_keys_at_the_ends_of_their_range() {
-        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, false)]));
-        let key = col("k", &schema).unwrap();
         for build in [vec![i32::MAX - 70, i32::MAX], vec![i32::MIN, i32::MIN + 65]] {
-            let keys: ArrayRef = Arc::new(Int32Array::from(build.clone()));
-            let f = BitmapFilterExpr::build(key.clone(), &keys).unwrap();
             let probe: Vec<i32> = (0..130)
                 .map(|i| i32::MIN.wrapping_add(i))
                 .chain((0..130).map(|i| i32::MAX.wrapping_sub(i)))
                 .chain([0, -1, 1])
                 .collect();
-            let column = Arc::new(Int32Array::from(probe.clone()));
-            let batch = RecordBatch::try_new(schema.clone(), vec![column]).unwrap();
-            let out = f.evaluate(&batch).unwrap().into_array(probe.len()).unwrap();
-            let got: Vec<bool> = out.as_boolean().values().iter().collect();
+            let got = passes(
+                Arc::new(Int32Array::from(build.clone())),
+                Arc::new(Int32Array::from(probe.clone())),
+            );
             let want: Vec<bool> = probe.iter().map(|v| build.contains(v)).collect();
             assert_eq!(got, want, "build {build:?}");
         }
