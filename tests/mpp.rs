@@ -31,6 +31,13 @@ const QUERIES: &[&str] = &[
     // the backends.
     CROSS_STAGE,
     SEMI_ON_GROUPS,
+    // Functions of each kind in the backends' stages (a task registers
+    // those the plan calls): scalar ones in a scan's filter and above it,
+    // Tethys' among them, an aggregate over a window.
+    "SELECT g, k, sum(v) OVER (PARTITION BY g ORDER BY k ROWS 1 PRECEDING) s, \
+     lpad(cast(k AS VARCHAR), 5, '0') p, bitmap_count(to_bitmap(k)) b FROM d.f \
+     WHERE abs(v - 10000) < 40 AND upper(concat('x', cast(g AS VARCHAR))) <> 'X9' \
+     ORDER BY g, k",
 ];
 
 /// A semi join whose build side's rows are emitted (it is partitioned, not

@@ -18,3 +18,6 @@ pub const RUNTIME_FILTER_MAX_IN: &str = "x-tethys-runtime-filter-max-in";
 /// Present when the query collects per-task counters (EXPLAIN ANALYZE,
 /// `enable_profile`): the worker reports them in the coordinator's shape.
 pub const PROFILE: &str = "x-tethys-profile";
+/// The functions the query's plan calls, comma separated: a task's session
+/// registers those alone (absent: every function).
+pub const FUNCTIONS: &str = "x-tethys-functions";

@@ -71,8 +71,10 @@ impl QuerySessions {
 }
 
 /// One query's session on this backend, built by its first task: the
-/// functions (DataFusion's and Tethys', ~500 registered by each build: 9%
-/// of a backend's CPU on SSB q1.2 when every task built its own) and the
+/// functions (DataFusion's and Tethys', ~600 registered by each build: 9%
+/// of a backend's CPU on SSB q1.2 when every task built its own; only
+/// those the plan calls when the FE names them, `task_headers::FUNCTIONS`,
+/// as every task clones the session and its function tables) and the
 /// runtime with the query's memory pool, so that every task of the query
 /// here draws from one pool of `exec_mem_limit` bytes (Doris' limit is per
 /// query per backend). A task's session is a clone of it with the task's
@@ -82,8 +84,14 @@ struct QuerySession(tokio::sync::OnceCell<SessionState>);
 
 impl QuerySession {
     /// The query's session, built from `builder` (with `limit` bytes of
-    /// memory, 0: the worker's runtime) by the first task to ask.
-    async fn state(&self, builder: SessionStateBuilder, limit: usize) -> DfResult<&SessionState> {
+    /// memory, 0: the worker's runtime; the functions named in `functions`,
+    /// comma separated, or all) by the first task to ask.
+    async fn state(
+        &self,
+        builder: SessionStateBuilder,
+        limit: usize,
+        functions: Option<&str>,
+    ) -> DfResult<&SessionState> {
         self.0
             .get_or_try_init(|| async move {
                 let mut builder = builder;
@@ -97,7 +105,13 @@ impl QuerySession {
                         .build_arc()?;
                     builder = builder.with_runtime_env(runtime);
                 }
-                tethys_common::functions::add_all(&mut builder);
+                match functions {
+                    Some(names) => tethys_common::functions::add_named(
+                        &mut builder,
+                        names.split(',').filter(|n| !n.is_empty()),
+                    ),
+                    None => tethys_common::functions::add_all(&mut builder),
+                }
                 Ok(builder.build())
             })
             .await
@@ -211,8 +225,9 @@ pub fn worker(
             // only: no task's extensions live on in it.
             let options = SessionConfig::from(cfg.options().as_ref().clone());
             let query = sessions.of(query_id);
+            let functions = header(&headers, task_headers::FUNCTIONS);
             let mut state = query
-                .state(builder.with_config(options), limit)
+                .state(builder.with_config(options), limit, functions)
                 .await?
                 .clone();
             cfg.set_extension(query);
@@ -315,6 +330,7 @@ fn without_join_filters(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::execution::FunctionRegistry;
 
     fn runtime(state: &SessionState) -> *const datafusion::execution::runtime_env::RuntimeEnv {
         Arc::as_ptr(state.runtime_env())
@@ -327,21 +343,26 @@ mod tests {
         let sessions = QuerySessions::default();
         let builder = || SessionStateBuilder::new().with_default_features();
         let q1 = sessions.of("q1");
-        let first = q1.state(builder(), 1 << 20).await.unwrap().clone();
+        let first = q1.state(builder(), 1 << 20, None).await.unwrap().clone();
         let again = sessions.of("q1");
         assert!(Arc::ptr_eq(&q1, &again));
-        let second = again.state(builder(), 1 << 20).await.unwrap().clone();
+        let second = again.state(builder(), 1 << 20, None).await.unwrap().clone();
         assert_eq!(runtime(&first), runtime(&second));
         // Tethys' functions beside DataFusion's.
         let defaults = builder().build().scalar_functions().len();
         assert!(second.scalar_functions().len() > defaults);
         let other = sessions.of("q2");
-        let third = other.state(builder(), 1 << 20).await.unwrap();
+        let third = other.state(builder(), 1 << 20, None).await.unwrap();
         assert_ne!(runtime(&first), runtime(third));
         // Once the query's tasks are gone, its session goes with them.
         drop((q1, again));
         let q1 = sessions.of("q1");
-        let fourth = q1.state(builder(), 1 << 20).await.unwrap();
+        let fourth = q1.state(builder(), 1 << 20, None).await.unwrap();
         assert_ne!(runtime(&first), runtime(fourth));
+        // A query whose functions the FE named registers those alone.
+        let named = sessions.of("q3");
+        let named = named.state(builder(), 0, Some("sum,upper")).await.unwrap();
+        assert!(named.udf("upper").is_ok() && named.udaf("sum").is_ok());
+        assert!(named.udf("lower").is_err());
     }
 }

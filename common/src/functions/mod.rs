@@ -63,10 +63,11 @@ pub mod timezone;
 mod url;
 pub mod week;
 
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
-use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF, WindowUDF};
 
 pub use calendar::ROUND_DATETIME;
 pub use misc::ConstFn;
@@ -162,6 +163,44 @@ pub fn add_all(builder: &mut SessionStateBuilder) {
         .extend(all_udafs());
 }
 
+/// Every function a session registers (DataFusion's and Tethys', ours
+/// winning as with [`add_all`]), by each name and alias it answers to.
+struct Registry {
+    scalar: HashMap<String, Arc<ScalarUDF>>,
+    aggregate: HashMap<String, Arc<AggregateUDF>>,
+    window: HashMap<String, Arc<WindowUDF>>,
+}
+
+static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
+    let mut builder = SessionStateBuilder::new().with_default_features();
+    add_all(&mut builder);
+    let state = builder.build();
+    Registry {
+        scalar: state.scalar_functions().clone(),
+        aggregate: state.aggregate_functions().clone(),
+        window: state.window_functions().clone(),
+    }
+});
+
+/// `builder` registering, of DataFusion's and Tethys' functions, only those
+/// named in `names` (scalar, aggregate or window; names it does not know
+/// are left out, so a plan calling them fails to decode naming them):
+/// what a backend's task needs to decode its plan, when the FE has named
+/// the functions the plan calls (a session registering all ~600 costs a
+/// task more than decoding its plan). The other function kinds (higher
+/// order functions) stay as `builder` has them.
+pub fn add_named<'a>(builder: &mut SessionStateBuilder, names: impl IntoIterator<Item = &'a str>) {
+    let (mut scalar, mut aggregate, mut window) = (vec![], vec![], vec![]);
+    for name in names {
+        scalar.extend(REGISTRY.scalar.get(name).cloned());
+        aggregate.extend(REGISTRY.aggregate.get(name).cloned());
+        window.extend(REGISTRY.window.get(name).cloned());
+    }
+    *builder.scalar_functions() = Some(scalar);
+    *builder.aggregate_functions() = Some(aggregate);
+    *builder.window_functions() = Some(window);
+}
+
 /// Registers the Tethys functions (and MySQL spellings of DataFusion ones).
 pub fn register_all(registry: &mut dyn FunctionRegistry) -> datafusion::error::Result<()> {
     for udf in all_udfs() {
@@ -171,4 +210,35 @@ pub fn register_all(registry: &mut dyn FunctionRegistry) -> datafusion::error::R
         registry.register_udaf(udaf)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session given names registers those functions alone, of each kind,
+    /// Tethys' among DataFusion's; a name it does not know is left out.
+    #[test]
+    fn a_session_given_names_registers_those_alone() {
+        let mut builder = SessionStateBuilder::new().with_default_features();
+        add_named(
+            &mut builder,
+            ["upper", "sum", "row_number", "bitmap_count", "no_such_fn"],
+        );
+        let state = builder.build();
+        let mut scalar: Vec<_> = state.scalar_functions().keys().cloned().collect();
+        scalar.sort();
+        // `upper` under its MySQL alias too.
+        assert_eq!(scalar, ["bitmap_count", "ucase", "upper"]);
+        assert_eq!(
+            state.aggregate_functions().keys().collect::<Vec<_>>(),
+            ["sum"]
+        );
+        assert_eq!(
+            state.window_functions().keys().collect::<Vec<_>>(),
+            ["row_number"]
+        );
+        // Picked from every function, DataFusion's and Tethys'.
+        assert!(REGISTRY.scalar.contains_key("lower") && REGISTRY.scalar.contains_key("to_bitmap"));
+    }
 }

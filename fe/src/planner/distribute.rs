@@ -43,6 +43,7 @@ use url::Url;
 use super::StatementCtx;
 use super::remote::BeFragmentExec;
 use super::small_stages::SmallStageRows;
+use super::task_functions::{NamingChannels, PlanFunctions, called_functions, header_value};
 use crate::backends::Backends;
 use crate::backends::workers::BackendWorkers;
 
@@ -108,10 +109,16 @@ pub fn distributed(
     });
     let last = physical.last.clone();
     let builder = builder.with_query_planner(physical);
+    // The tasks register the functions the placed plan calls.
+    let functions = PlanFunctions::default();
+    let channels = NamingChannels {
+        channels: backends.worker_channels(),
+        functions: functions.clone(),
+    };
     let mut builder = builder
         .with_distributed_planner()
         .with_distributed_worker_resolver(BackendWorkers(backends.clone()))
-        .with_distributed_channel_resolver(backends.worker_channels())
+        .with_distributed_channel_resolver(channels)
         .with_distributed_user_codec(tethys_common::plan::TethysCodec)
         .with_distributed_passthrough_headers(headers)?
         // Backends exchange batches uncompressed: on one machine or a LAN the
@@ -139,6 +146,7 @@ pub fn distributed(
         distributed,
         last,
         max_in: stmt.runtime_filter_max_in,
+        functions,
     })))
 }
 
@@ -491,6 +499,8 @@ struct PlaceOrFallBack {
     last: Arc<LastPhysical>,
     /// `runtime_filter_max_in_num`, for filters merged across backends.
     max_in: usize,
+    /// The functions the placed plan calls, named to its tasks.
+    functions: PlanFunctions,
 }
 
 #[async_trait]
@@ -566,6 +576,8 @@ impl PlaceOrFallBack {
         let plan = fe_reads_its_own(plan).map_err(|e| e.to_string())?;
         placement(&plan)?;
         let plan = super::cross_filters::link(plan, self.max_in).map_err(|e| e.to_string())?;
+        let names = called_functions(logical_plan, &plan).map_err(|e| e.to_string())?;
+        self.functions.set(header_value(&names));
         tracing::debug!(
             "distributed plan:\n{}",
             datafusion_distributed::display_plan_ascii(plan.as_ref(), false)

@@ -24,6 +24,7 @@ pub mod selectivity;
 pub mod sink;
 mod small_stages;
 pub mod table;
+pub mod task_functions;
 
 use std::sync::{Arc, Mutex};
 
