@@ -1,6 +1,7 @@
 //! Binding a decoded fragment to this backend: every `OlapScanExec` leaf is
 //! replaced by a `TabletScanExec` over local tablets. A `FilterExec` directly
-//! above it is folded into the scan, which prunes with its predicate and
+//! above it (or the `ScanFilterExec` the FE sends in its place) is folded
+//! into the scan, which prunes with its predicate and
 //! evaluates it page by page. An ungrouped aggregate the FE pushed onto its
 //! scan is answered by the storage layer (`agg_scan.rs`).
 
@@ -10,7 +11,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::filter::FilterExec;
 use tethys_common::Result;
-use tethys_common::plan::OlapScanExec;
+use tethys_common::plan::{OlapScanExec, ScanFilterExec};
 
 use super::agg_scan::TabletAggScanExec;
 use super::scan::TabletScanExec;
@@ -39,6 +40,17 @@ pub fn bind_scans(
             scan.clone(),
             None,
             false,
+            engine.clone(),
+        )));
+    }
+    // The FE sends a filter over a scan as a `ScanFilterExec`.
+    if let Some(filter) = plan.downcast_ref::<ScanFilterExec>()
+        && let Some(scan) = filter.input().downcast_ref::<OlapScanExec>()
+    {
+        return Ok(Arc::new(TabletScanExec::new(
+            scan.clone(),
+            Some(filter.predicate().clone()),
+            true,
             engine.clone(),
         )));
     }

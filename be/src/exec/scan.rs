@@ -353,9 +353,59 @@ mod tests {
         )
     }
 
+    /// Tablet 1 of a table (k, v BIGINT) holding k = v = 0..n at version 2,
+    /// in an engine in `dir`.
+    fn counting_tablet(dir: &tempfile::TempDir, n: i64) -> (Arc<StorageEngine>, TableSchema) {
+        let engine = cached_engine(dir);
+        let schema = TableSchema {
+            columns: vec![column("k", "bigint", true), column("v", "bigint", false)],
+            num_key_columns: 1,
+            compression: "lz4".into(),
+            ..Default::default()
+        };
+        engine.create_tablet(1, 1, 1, schema.clone(), 1).unwrap();
+        let keys = Int64Array::from_iter_values(0..n);
+        let rows = RecordBatch::try_new(
+            schema.arrow_schema(),
+            vec![Arc::new(keys.clone()), Arc::new(keys)],
+        )
+        .unwrap();
+        engine.write(7, 1, &[rows]).unwrap();
+        engine.publish(7, 1, 2).unwrap();
+        (engine, schema)
+    }
+
     /// A column of type `t`, nullable unless a key.
     fn column(n: &str, t: &str, key: bool) -> Column {
         Column::new(n, ColumnType::parse(t).unwrap(), !key, key)
+    }
+
+    /// A filter over a scan that the FE sends as a `ScanFilterExec` arrives
+    /// whole and is folded into the scan, which answers the filtered rows.
+    #[tokio::test]
+    async fn a_scan_filter_sent_by_the_fe_is_folded_into_the_scan() {
+        use datafusion_proto::bytes::{
+            physical_plan_from_bytes_with_extension_codec,
+            physical_plan_to_bytes_with_extension_codec,
+        };
+        use tethys_common::plan::{ScanFilterExec, TethysCodec};
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, schema) = counting_tablet(&dir, 5_000);
+        let scan = Arc::new(OlapScanExec::try_new(scan_node(&schema, vec![0, 1], 2)).unwrap());
+        let s = scan.schema();
+        let pred = binary(col("v", &s).unwrap(), Operator::Lt, lit(100i64), &s).unwrap();
+        let sent: Arc<dyn ExecutionPlan> = Arc::new(ScanFilterExec::try_new(scan, pred).unwrap());
+        let bytes = physical_plan_to_bytes_with_extension_codec(sent, &TethysCodec).unwrap();
+        let task = TaskContext::default();
+        let got =
+            physical_plan_from_bytes_with_extension_codec(&bytes, &task, &TethysCodec).unwrap();
+        assert!(got.is::<ScanFilterExec>(), "{}", got.name());
+        let bound = crate::exec::bind_scans(got, &engine).unwrap();
+        assert!(bound.is::<TabletScanExec>(), "{}", bound.name());
+        let out = collect(bound.execute(0, Arc::new(task)).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(out.iter().map(|b| b.num_rows()).sum::<usize>(), 100);
     }
 
     #[tokio::test]
@@ -575,25 +625,8 @@ mod tests {
         use tethys_common::plan::build_keys::BuildKeysExec;
 
         let dir = tempfile::tempdir().unwrap();
-        let engine = cached_engine(&dir);
-        let schema = TableSchema {
-            columns: vec![column("k", "bigint", true), column("v", "bigint", false)],
-            num_key_columns: 1,
-            compression: "lz4".into(),
-            ..Default::default()
-        };
-        engine.create_tablet(1, 1, 1, schema.clone(), 1).unwrap();
         let n = 10_000i64;
-        let rows = RecordBatch::try_new(
-            schema.arrow_schema(),
-            vec![
-                Arc::new(Int64Array::from_iter_values(0..n)),
-                Arc::new(Int64Array::from_iter_values(0..n)),
-            ],
-        )
-        .unwrap();
-        engine.write(7, 1, &[rows]).unwrap();
-        engine.publish(7, 1, 2).unwrap();
+        let (engine, schema) = counting_tablet(&dir, n);
         let scan = OlapScanExec::try_new(scan_node(&schema, vec![0, 1], 2)).unwrap();
         let probe: Arc<dyn ExecutionPlan> =
             Arc::new(TabletScanExec::new(scan.clone(), None, false, engine));

@@ -16,7 +16,7 @@ use tethys_proto::{OlapScanNodePb, RuntimeFilterSinkPb};
 
 use super::build_keys::{BuildKeysExec, KeysTo};
 use super::cross_filters::Publish;
-use super::{BitmapFilterExpr, BloomFilterExpr, FragmentRootExec, OlapScanExec};
+use super::{BitmapFilterExpr, BloomFilterExpr, FragmentRootExec, OlapScanExec, ScanFilterExec};
 
 /// Tag byte of an encoded [`OlapScanExec`].
 const TAG_OLAP_SCAN: u8 = 1;
@@ -28,6 +28,9 @@ const TAG_BITMAP_FILTER: u8 = 3;
 const TAG_RUNTIME_FILTER_SINK: u8 = 4;
 /// Tag byte of a [`FragmentRootExec`] (a profiled query's fragment).
 const TAG_FRAGMENT_ROOT: u8 = 5;
+/// Tag byte of a [`ScanFilterExec`]: its predicate, a datafusion-proto
+/// expression.
+const TAG_SCAN_FILTER: u8 = 6;
 
 /// Encodes and decodes Tethys plan nodes inside datafusion-proto plans.
 #[derive(Debug, Default, Clone)]
@@ -78,6 +81,17 @@ impl PhysicalExtensionCodec for TethysCodec {
                 };
                 Ok(Arc::new(BuildKeysExec::publishing(input.clone(), publish)))
             }
+            Some((&TAG_SCAN_FILTER, rest)) => {
+                let [input] = inputs else {
+                    return Err(DataFusionError::Internal(
+                        "a scan filter has one input".into(),
+                    ));
+                };
+                let e = datafusion_proto::protobuf::PhysicalExprNode::decode(rest)
+                    .map_err(|e| DataFusionError::Internal(format!("bad scan filter: {e}")))?;
+                let predicate = parse_physical_expr(&e, ctx, &input.schema(), self)?;
+                Ok(Arc::new(ScanFilterExec::try_new(input.clone(), predicate)?))
+            }
             Some((&TAG_FRAGMENT_ROOT, [])) => match inputs {
                 [input] => Ok(Arc::new(FragmentRootExec::new(input.clone()))),
                 _ => Err(DataFusionError::Internal(
@@ -121,6 +135,12 @@ impl PhysicalExtensionCodec for TethysCodec {
             }
             .encode(buf)
             .map_err(|e| DataFusionError::Internal(format!("encode runtime filter sink: {e}")))?;
+            Ok(())
+        } else if let Some(filter) = node.downcast_ref::<ScanFilterExec>() {
+            buf.push(TAG_SCAN_FILTER);
+            serialize_physical_expr(filter.predicate(), self)?
+                .encode(buf)
+                .map_err(|e| DataFusionError::Internal(format!("encode scan filter: {e}")))?;
             Ok(())
         } else if node.is::<FragmentRootExec>() {
             buf.push(TAG_FRAGMENT_ROOT);

@@ -19,6 +19,7 @@ mod olap_scan;
 mod profile;
 mod push_agg;
 pub mod runtime_filters;
+mod scan_filter;
 
 pub use bitmap::{BitmapFilterExpr, IntKeys, MAX_BITMAP_RANGE};
 pub use bloom::{BLOOM_FPP, BloomFilterExpr, BloomKeys, map_keys as bloom_key_bytes};
@@ -33,3 +34,4 @@ pub use profile::{
 pub use push_agg::{
     PushedAgg, PushedAggKind, op_name as push_agg_op_name, pushable as pushable_agg,
 };
+pub use scan_filter::ScanFilterExec;

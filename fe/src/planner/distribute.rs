@@ -29,13 +29,14 @@ use datafusion::execution::context::QueryPlanner;
 use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion_distributed::{
     DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedExec, DistributedExt,
     DistributedLeafExec, NetworkBoundaryExt, RouteTasksEvent, RouteTasksEventResponse,
     ScaleUpLeafNodeEvent, ScaleUpLeafNodeEventResponse, SessionStateBuilderExt, Stage,
 };
-use tethys_common::plan::{FragmentRootExec, OlapScanExec};
+use tethys_common::plan::{FragmentRootExec, OlapScanExec, ScanFilterExec};
 use tethys_common::task_headers;
 use tonic::codegen::http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
@@ -284,14 +285,23 @@ fn scale_up_fragments(
 }
 
 /// `fragment` with its scan on `backend` in `partitions` partitions (all
-/// variants of a leaf have as many), reading nothing when `empty`.
+/// variants of a leaf have as many), reading nothing when `empty`; a
+/// filter directly over the scan sent as a `ScanFilterExec` (the backend
+/// folds it into the scan without analysing its predicate, nor does the
+/// change of scan here).
 fn with_scan(
     fragment: &Arc<dyn ExecutionPlan>,
     partitions: usize,
     backend: i64,
     empty: bool,
 ) -> DfResult<Arc<dyn ExecutionPlan>> {
-    tethys_common::plan::map_scans(fragment.clone(), |node| {
+    let fragment = fragment.clone().transform_up(|p| {
+        match p.downcast_ref::<FilterExec>().and_then(ScanFilterExec::of) {
+            Some(f) => Ok(Transformed::yes(Arc::new(f) as Arc<dyn ExecutionPlan>)),
+            None => Ok(Transformed::no(p)),
+        }
+    })?;
+    tethys_common::plan::map_scans(fragment.data, |node| {
         node.partitions = partitions as u32;
         node.backend_id = backend;
         if empty {
