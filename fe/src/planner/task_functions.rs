@@ -32,8 +32,13 @@ use async_trait::async_trait;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::physical_expr::window::SlidingAggregateWindowExpr;
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::windows::{
+    BoundedWindowAggExec, PlainAggregateWindowExpr, StandardWindowExpr, WindowAggExec, WindowExpr,
+    WindowUDFExpr,
+};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
 use datafusion_distributed::grpc::{BoxCloneSyncChannel, create_worker_client};
 use datafusion_distributed::{ChannelResolver, WorkerChannel};
@@ -69,8 +74,8 @@ pub fn called_functions(
 }
 
 /// Adds to `names` the scalar functions `plan`'s nodes and output
-/// partitionings call and its aggregations' functions, through the plans
-/// of the FE's scan leaves' fragments.
+/// partitionings call and its aggregations' and windows' functions,
+/// through the plans of the FE's scan leaves' fragments.
 fn physical_functions(plan: &Arc<dyn ExecutionPlan>, names: &mut BTreeSet<String>) -> DfResult<()> {
     let mut fragments = vec![];
     plan.apply(|node| {
@@ -83,6 +88,16 @@ fn physical_functions(plan: &Arc<dyn ExecutionPlan>, names: &mut BTreeSet<String
         if let Some(agg) = node.downcast_ref::<AggregateExec>() {
             names.extend(agg.aggr_expr().iter().map(|f| f.fun().name().to_string()));
         }
+        // Windows' and aggregations' functions as the physical plan holds
+        // them: an ordering rule may have swapped one for its reverse
+        // (DataFusion's `reverse_expr`, `first_value` for `last_value`).
+        let windows = match node.downcast_ref::<BoundedWindowAggExec>() {
+            Some(w) => w.window_expr(),
+            None => node
+                .downcast_ref::<WindowAggExec>()
+                .map_or(&[][..], |w| w.window_expr()),
+        };
+        names.extend(windows.iter().filter_map(window_function));
         if let Some(leaf) = node.downcast_ref::<BeFragmentExec>() {
             fragments.extend(leaf.fragments().iter().map(|(_, p)| p.clone()));
         }
@@ -91,6 +106,23 @@ fn physical_functions(plan: &Arc<dyn ExecutionPlan>, names: &mut BTreeSet<String
     fragments
         .iter()
         .try_for_each(|p| physical_functions(p, names))
+}
+
+/// The name of the function a window expression calls, as datafusion-proto
+/// encodes it (an aggregate's or a window function's).
+fn window_function(expr: &Arc<dyn WindowExpr>) -> Option<String> {
+    let any = expr.as_any();
+    if let Some(w) = any.downcast_ref::<PlainAggregateWindowExpr>() {
+        return Some(w.get_aggregate_expr().fun().name().to_string());
+    }
+    if let Some(w) = any.downcast_ref::<SlidingAggregateWindowExpr>() {
+        return Some(w.get_aggregate_expr().fun().name().to_string());
+    }
+    any.downcast_ref::<StandardWindowExpr>()?
+        .get_standard_func_expr()
+        .as_any()
+        .downcast_ref::<WindowUDFExpr>()
+        .map(|f| f.fun().name().to_string())
 }
 
 /// Adds to `names` the scalar functions `expr` calls.
@@ -207,6 +239,26 @@ mod tests {
             "{called:?}"
         );
         assert!(!called.contains("lower"));
+    }
+
+    /// The physical plan's window functions are named from its nodes.
+    #[tokio::test]
+    async fn names_the_physical_plans_windows() {
+        let ctx = SessionContext::new();
+        let a: ArrayRef = Arc::new(Int64Array::from(vec![1, -2]));
+        ctx.register_batch("t", RecordBatch::try_from_iter([("a", a)]).unwrap())
+            .unwrap();
+        let df = ctx
+            .sql("SELECT row_number() OVER (ORDER BY a), sum(a) OVER (ORDER BY a) FROM t")
+            .await
+            .unwrap();
+        let physical = df.create_physical_plan().await.unwrap();
+        let mut called = BTreeSet::new();
+        physical_functions(&physical, &mut called).unwrap();
+        assert!(
+            called.is_superset(&names(&["row_number", "sum"])),
+            "{called:?}"
+        );
     }
 
     /// A function only the physical plan calls (as a bucket shuffle's
