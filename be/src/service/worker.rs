@@ -54,18 +54,23 @@ pub const MAX_MESSAGE: usize = 64 << 20;
 struct QuerySessions(Mutex<HashMap<String, Weak<QuerySession>>>);
 
 impl QuerySessions {
-    fn of(&self, query: &str) -> Arc<QuerySession> {
+    /// The session of `query`'s tasks calling `functions` (the header's
+    /// list): a statement run again under its id after a failure (the FE
+    /// retries when a backend was unreachable) may call others, a bucket
+    /// shuffle's route, and gets a session of its own.
+    fn of(&self, query: &str, functions: Option<&str>) -> Arc<QuerySession> {
         if query.is_empty() {
             // No id to share under (the FE always sends one).
             return Arc::default();
         }
+        let key = format!("{query}\n{}", functions.unwrap_or("*"));
         let mut sessions = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(session) = sessions.get(query).and_then(Weak::upgrade) {
+        if let Some(session) = sessions.get(&key).and_then(Weak::upgrade) {
             return session;
         }
         sessions.retain(|_, s| s.strong_count() > 0);
         let session = Arc::new(QuerySession::default());
-        sessions.insert(query.to_string(), Arc::downgrade(&session));
+        sessions.insert(key, Arc::downgrade(&session));
         session
     }
 }
@@ -224,8 +229,8 @@ pub fn worker(
             // The query's session is built with the statement's options
             // only: no task's extensions live on in it.
             let options = SessionConfig::from(cfg.options().as_ref().clone());
-            let query = sessions.of(query_id);
             let functions = header(&headers, task_headers::FUNCTIONS);
+            let query = sessions.of(query_id, functions);
             let mut state = query
                 .state(builder.with_config(options), limit, functions)
                 .await?
@@ -342,27 +347,30 @@ mod tests {
     async fn tasks_of_a_query_share_its_session() {
         let sessions = QuerySessions::default();
         let builder = || SessionStateBuilder::new().with_default_features();
-        let q1 = sessions.of("q1");
+        let q1 = sessions.of("q1", None);
         let first = q1.state(builder(), 1 << 20, None).await.unwrap().clone();
-        let again = sessions.of("q1");
+        let again = sessions.of("q1", None);
         assert!(Arc::ptr_eq(&q1, &again));
         let second = again.state(builder(), 1 << 20, None).await.unwrap().clone();
         assert_eq!(runtime(&first), runtime(&second));
         // Tethys' functions beside DataFusion's.
         let defaults = builder().build().scalar_functions().len();
         assert!(second.scalar_functions().len() > defaults);
-        let other = sessions.of("q2");
+        let other = sessions.of("q2", None);
         let third = other.state(builder(), 1 << 20, None).await.unwrap();
         assert_ne!(runtime(&first), runtime(third));
         // Once the query's tasks are gone, its session goes with them.
         drop((q1, again));
-        let q1 = sessions.of("q1");
+        let q1 = sessions.of("q1", None);
         let fourth = q1.state(builder(), 1 << 20, None).await.unwrap();
         assert_ne!(runtime(&first), runtime(fourth));
         // A query whose functions the FE named registers those alone.
-        let named = sessions.of("q3");
-        let named = named.state(builder(), 0, Some("sum,upper")).await.unwrap();
+        let q3 = sessions.of("q3", Some("sum,upper"));
+        let named = q3.state(builder(), 0, Some("sum,upper")).await.unwrap();
         assert!(named.udf("upper").is_ok() && named.udaf("sum").is_ok());
         assert!(named.udf("lower").is_err());
+        // Run again under its id calling others, it gets a session of its own.
+        assert!(Arc::ptr_eq(&q3, &sessions.of("q3", Some("sum,upper"))));
+        assert!(!Arc::ptr_eq(&q3, &sessions.of("q3", Some("lpad,sum"))));
     }
 }
