@@ -76,7 +76,7 @@ impl QuerySessions {
 }
 
 /// One query's session on this backend, built by its first task: the
-/// functions (DataFusion's and Tethys', ~600 registered by each build: 9%
+/// functions (DataFusion's and Tethys', ~430 names registered by each build: 9%
 /// of a backend's CPU on SSB q1.2 when every task built its own; only
 /// those the plan calls when the FE names them, `task_headers::FUNCTIONS`,
 /// as every task clones the session and its function tables) and the

@@ -221,7 +221,9 @@ mod tests {
     /// A leaf that declares its rows hashed on its column (as a scan dealt
     /// by bucket does).
     #[derive(Debug)]
-    struct DeclaredHash(Arc<PlanProperties>);
+    struct DeclaredHash {
+        properties: Arc<PlanProperties>,
+    }
 
     impl DisplayAs for DeclaredHash {
         fn fmt_as(&self, _: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -230,30 +232,8 @@ mod tests {
     }
 
     impl ExecutionPlan for DeclaredHash {
-        fn name(&self) -> &str {
-            "DeclaredHash"
-        }
-        fn properties(&self) -> &Arc<PlanProperties> {
-            &self.0
-        }
-        fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-            vec![]
-        }
-        fn apply_expressions(
-            &self,
-            _: &mut dyn FnMut(
-                &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
-            )
-                -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
-        ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
-            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
-        }
-        fn with_new_children(
-            self: Arc<Self>,
-            _: Vec<Arc<dyn ExecutionPlan>>,
-        ) -> Result<Arc<dyn ExecutionPlan>> {
-            Ok(self)
-        }
+        tethys_common::leaf_exec_plan!("DeclaredHash");
+
         fn execute(
             &self,
             _: usize,
@@ -266,12 +246,14 @@ mod tests {
     fn declared_hash(n: usize) -> Arc<dyn ExecutionPlan> {
         let schema = Arc::new(Schema::new(vec![Field::new("b", DataType::Int32, false)]));
         let key = col("b", &schema).unwrap();
-        Arc::new(DeclaredHash(Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema),
-            Partitioning::Hash(vec![key], n),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ))))
+        Arc::new(DeclaredHash {
+            properties: Arc::new(PlanProperties::new(
+                EquivalenceProperties::new(schema),
+                Partitioning::Hash(vec![key], n),
+                EmissionType::Incremental,
+                Boundedness::Bounded,
+            )),
+        })
     }
 
     /// Left alone: an inner join (broadcast instead), a probe side not
