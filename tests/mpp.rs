@@ -210,6 +210,7 @@ async fn joins_and_aggregations_run_over_three_backends() {
     counters_of_every_task(&mut c, join, QUERIES[0]).await;
     one_tablet_tables_apart(&mut c).await;
     a_selective_join_leaves_a_small_stage(&mut c).await;
+    a_fact_side_keeps_its_stage(&mut c).await;
     run_all(&mut c, &["SET enable_mpp_execution = false"]).await;
     let on_fe_plan = explain(&mut c, join).await;
     assert!(!on_fe_plan.contains("HASH_PARTITIONED: v@"), "{on_fe_plan}");
@@ -246,6 +247,47 @@ async fn a_selective_join_leaves_a_small_stage(c: &mut Conn) {
     );
     assert_eq!(query_rows(c, sql).await, small);
     run_all(c, &["SET small_stage_row_limit = 65536"]).await;
+}
+
+/// f's side, after the join with the one dim row `w < 2` keeps, is
+/// estimated at fewer rows (200) than a table of 1,500 it joins next (SSB
+/// q3.3's lineorder against `dates`); building it would end f's stage at
+/// that join. The small table is broadcast to f's stage instead: both
+/// joins beside f's scan, with the answer one process gives.
+async fn a_fact_side_keeps_its_stage(c: &mut Conn) {
+    run_all(
+        c,
+        &[
+            "CREATE TABLE d.t3 (id INT, name VARCHAR(10)) DUPLICATE KEY(id) \
+             DISTRIBUTED BY HASH(id) BUCKETS 3",
+            "INSERT INTO d.t3 SELECT number, concat('n', number % 5) \
+             FROM numbers(\"number\" = \"1500\")",
+            "ANALYZE TABLE d.t3 WITH SYNC",
+            "SET broadcast_row_count_limit = 10000",
+        ],
+    )
+    .await;
+    let sql = "SELECT t3.name, count(*), sum(f.g) FROM d.f JOIN d.dim ON f.k = dim.k \
+               JOIN d.t3 ON f.v = t3.id WHERE dim.w < 2 GROUP BY t3.name";
+    let plan = explain(c, sql).await;
+    let f_stage = fragment_with(&plan, "TABLE: d.f(f)");
+    assert_eq!(f_stage.matches("VHASH JOIN").count(), 2, "{plan}");
+    assert!(
+        f_stage.contains("TABLE: d.f(f)") && !f_stage.contains("TABLE: d.t3"),
+        "{plan}"
+    );
+    let over_bes = query_rows(c, sql).await;
+    assert_eq!(over_bes, vec![vec!["n0", "1", "0"]], "{plan}");
+    run_all(c, &["SET enable_mpp_execution = false"]).await;
+    assert_eq!(query_rows(c, sql).await, over_bes);
+    run_all(
+        c,
+        &[
+            "SET enable_mpp_execution = true",
+            "SET broadcast_row_count_limit = 1000",
+        ],
+    )
+    .await;
 }
 
 /// Two tables of one tablet each, on different backends, joined (as

@@ -118,7 +118,7 @@ fn physical_rules(
         .iter()
         .position(|r| r.name() == "join_selection")
         .unwrap_or(0);
-    rules.insert(at, Arc::new(join_order::BuildSmallerSide));
+    rules.insert(at, Arc::new(join_order::BuildSmallerSide { distributed }));
     // After JoinSelection (at + 1) has fixed the probe sides.
     rules.insert(at + 2, Arc::new(join_keys::KeyOnOneProbeInput));
     rules.insert(at + 3, Arc::new(join_order::BroadcastRowLimit));
