@@ -329,6 +329,14 @@ async fn one_tablet_tables_apart(c: &mut Conn) {
     assert_eq!(query_rows(c, sql).await, over_bes);
     run_all(c, &["SET enable_mpp_execution = true"]).await;
     assert_eq!(over_bes.len(), 7, "{over_bes:?}");
+    // To keep the two stages apart, region's scan takes a task on every
+    // backend (two read nothing); nation's keeps its one task, so its
+    // rows reach f's three tasks from one, not from three.
+    let analyzed = explain(c, &format!("ANALYZE {sql}")).await;
+    let (rows, tasks) = counter(&analyzed, "TABLE: d.region", "RawRowsRead");
+    assert_eq!((rows, tasks.len()), (3, 3), "{analyzed}");
+    let (rows, tasks) = counter(&analyzed, "TABLE: d.nation", "RawRowsRead");
+    assert_eq!((rows, tasks.len()), (25, 0), "{analyzed}");
 
     // A partitioned join keyed on region's distribution column keeps
     // region (one tablet, one backend) in place and routes f's rows, read

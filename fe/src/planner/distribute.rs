@@ -30,6 +30,7 @@ use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion_distributed::{
     DesiredTaskCountEvent, DesiredTaskCountEventResponse, DistributedExec, DistributedExt,
@@ -193,23 +194,46 @@ fn desired_tasks(
         return super::small_stages::one_task(ev.plan, limit.0);
     };
     let mut n = scan.fragments().len().max(1);
-    if scan.is_aligned_by_bucket() || ev.session_config.get_extension::<SpreadScans>().is_some() {
+    let spread = ev.session_config.get_extension::<SpreadScans>();
+    let table = &scan.info.table;
+    if scan.is_aligned_by_bucket() || spread.as_ref().is_some_and(|s| s.covers(table)) {
         n = n.max(backends.alive_ids().len());
+    } else if n == 1 && spread.is_some_and(|s| s.probed.contains(table)) {
+        return Some(Ok(DesiredTaskCountEventResponse::maximum(1)));
     }
     Some(Ok(DesiredTaskCountEventResponse::desired(n)))
 }
 
-/// Session config extension of a planning whose stages reading tables run
-/// a task on every alive backend, those without the stage's tablets reading
-/// nothing. Used when the plan cannot be placed otherwise: datafusion-
-/// distributed merges a stage of one task into the one task consuming it,
-/// so TPC-H q05's `region` (one tablet, on one backend) broadcast to
-/// `nation` (one tablet, on another) would be one stage reading both.
+/// Session config extension of a planning whose stages reading some
+/// tables (`spread`; `None`: every table) run a task on every alive
+/// backend, those without the stage's tablets reading nothing. Used when
+/// the plan cannot be placed otherwise: datafusion-distributed merges a
+/// stage of one task into the one task consuming it, so TPC-H q05's
+/// `region` (one tablet, on one backend) broadcast to `nation` (one
+/// tablet, on another) would be one stage reading both. Spreading `region`
+/// alone keeps the two stages apart ([`Apart`]), and `nation`'s scan
+/// (`probed`) keeps its one task, which a stage would otherwise raise to
+/// its broadcast input's three: spreading both, as before, gave `nation`'s
+/// broadcast to `supplier` a stream from each of three tasks to each of
+/// three, twice in q02.
 #[derive(Debug)]
-struct SpreadScans;
+struct SpreadScans {
+    spread: Option<BTreeSet<String>>,
+    probed: BTreeSet<String>,
+}
+
+impl SpreadScans {
+    fn covers(&self, table: &str) -> bool {
+        self.spread.as_ref().is_none_or(|t| t.contains(table))
+    }
+}
 
 /// How the reason a stage cannot run its scans' tasks begins.
 const SCANS_APART: &str = "scans of one stage on backends";
+
+/// Placements tried with [`SpreadScans`], the last (or one whose tables
+/// would be those of the one before) spreading every table's scans.
+const SPREAD_ATTEMPTS: usize = 3;
 
 /// Tasks of a stage, `task_count` of them, each on one backend: the
 /// backends the fragments are on, or (as many tasks as alive backends) every
@@ -363,6 +387,81 @@ fn task_backends(plan: &Arc<dyn ExecutionPlan>, tasks: usize) -> DfResult<Option
         ))),
         other => Ok(other),
     }
+}
+
+/// Tables (`db.name`) of scans that share a stage with a scan on another
+/// backend: the scan the stage's joins probe (found down probe sides), and
+/// the others, which spread over every backend ([`SpreadScans`]) keep their
+/// stages apart from it.
+#[derive(Debug, Default)]
+struct Apart {
+    builds: BTreeSet<String>,
+    probed: BTreeSet<String>,
+}
+
+impl Apart {
+    fn of(plan: &Arc<dyn ExecutionPlan>) -> Apart {
+        let mut out = Apart::default();
+        plan.children().iter().for_each(|c| out.stage(c));
+        out
+    }
+
+    fn stage(&mut self, plan: &Arc<dyn ExecutionPlan>) {
+        let mut leaves: Vec<(i64, String)> = vec![];
+        let mut below = vec![];
+        let _ = plan.apply(|p| {
+            if let Some(nb) = p.as_network_boundary() {
+                if let Stage::Local(s) = nb.input_stage() {
+                    below.push(s.plan.clone());
+                }
+                return Ok(TreeNodeRecursion::Jump);
+            }
+            if let Some(leaf) = p.downcast_ref::<DistributedLeafExec>()
+                && let Some(variant) = leaf.variants().first()
+            {
+                leaves.push((variant_backend(variant), variant_table(variant)));
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        let apart = leaves.windows(2).any(|w| w[0].0 != w[1].0);
+        if apart && let Some(probed) = probed_table(plan) {
+            let builds = leaves.into_iter().map(|(_, t)| t).filter(|t| *t != probed);
+            self.builds.extend(builds);
+            self.probed.insert(probed);
+        }
+        below.iter().for_each(|p| self.stage(p));
+    }
+}
+
+/// The table of the scan a stage's joins probe: down hash joins' probe
+/// sides and single inputs, to a leaf of the stage.
+fn probed_table(plan: &Arc<dyn ExecutionPlan>) -> Option<String> {
+    if plan.is_network_boundary() {
+        return None;
+    }
+    if let Some(leaf) = plan.downcast_ref::<DistributedLeafExec>() {
+        return leaf.variants().first().map(variant_table);
+    }
+    if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
+        return probed_table(j.right());
+    }
+    match plan.children().as_slice() {
+        [only] => probed_table(only),
+        _ => None,
+    }
+}
+
+/// The table (`db.name`) a leaf variant's scan reads.
+fn variant_table(variant: &Arc<dyn ExecutionPlan>) -> String {
+    let mut table = String::new();
+    let _ = variant.apply(|p| {
+        if let Some(scan) = p.downcast_ref::<OlapScanExec>() {
+            table = format!("{}.{}", scan.node().database, scan.node().table);
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    table
 }
 
 /// The backend a leaf variant's scan reads tablets on (0: none named).
@@ -535,9 +634,9 @@ impl PlaceOrFallBack {
         logical_plan: &LogicalPlan,
         session_state: &dyn datafusion::catalog::Session,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let mut why = match self.place(logical_plan, session_state).await {
+        let (mut why, mut apart) = match self.place(logical_plan, session_state).await {
             Ok(plan) => return Ok(plan),
-            Err(why) => why,
+            Err(unplaced) => unplaced,
         };
         tracing::debug!("not distributed as planned: {why}");
         let Some(state) = session_state.as_any().downcast_ref::<SessionState>() else {
@@ -547,14 +646,31 @@ impl PlaceOrFallBack {
         };
         let mut state = state.clone();
         // Stages of one task merged into one reading tables on different
-        // backends: plan again with a task on every backend per scan.
-        if why.contains(SCANS_APART) {
-            state = with_extension(&state, SpreadScans);
-            match self.place(logical_plan, &state).await {
-                Ok(plan) => return Ok(plan),
-                Err(again) => why = again,
+        // backends: plan again with a task on every backend for the scans
+        // merged into another's stage, then for every scan.
+        let (mut spread, mut probed) = (BTreeSet::new(), BTreeSet::new());
+        for attempt in 1..=SPREAD_ATTEMPTS {
+            if !why.contains(SCANS_APART) {
+                break;
             }
-            tracing::debug!("not distributed with a task per backend: {why}");
+            let before = spread.len();
+            spread.extend(apart.builds);
+            probed.extend(apart.probed);
+            let grown = spread.len() > before;
+            let all = !grown || attempt == SPREAD_ATTEMPTS;
+            let ext = SpreadScans {
+                spread: (!all).then(|| spread.clone()),
+                probed: probed.clone(),
+            };
+            state = with_extension(&state, ext);
+            (why, apart) = match self.place(logical_plan, &state).await {
+                Ok(plan) => return Ok(plan),
+                Err(again) => again,
+            };
+            tracing::debug!("not distributed with tasks on every backend for {spread:?}: {why}");
+            if all {
+                break;
+            }
         }
         // Bucket shuffle joins need their stage's tasks where the route
         // sends rows (and a plan in one process has none of them): plan
@@ -564,7 +680,7 @@ impl PlaceOrFallBack {
         if why.starts_with(super::bucket_shuffle::MISPLACED) {
             match self.place(logical_plan, &without).await {
                 Ok(plan) => return Ok(plan),
-                Err(why) => tracing::debug!("planned in one process: {why}"),
+                Err((why, _)) => tracing::debug!("planned in one process: {why}"),
             }
         }
         DefaultPhysicalPlanner::default()
@@ -572,21 +688,24 @@ impl PlaceOrFallBack {
             .await
     }
 
-    /// The distributed plan, if it can be placed ([`placement`]).
+    /// The distributed plan, if it can be placed ([`placement`]); if not,
+    /// why, and the tables whose scans share a stage with another's on
+    /// another backend ([`Apart`]).
     async fn place(
         &self,
         logical_plan: &LogicalPlan,
         session_state: &dyn datafusion::catalog::Session,
-    ) -> Result<Arc<dyn ExecutionPlan>, String> {
+    ) -> Result<Arc<dyn ExecutionPlan>, (String, Apart)> {
+        let unplaced = |e: DataFusionError| (e.to_string(), Apart::default());
         let plan = self
             .distributed
             .create_physical_plan(logical_plan, session_state)
             .await
-            .map_err(|e| e.to_string())?;
-        let plan = fe_reads_its_own(plan).map_err(|e| e.to_string())?;
-        placement(&plan)?;
-        let plan = super::cross_filters::link(plan, self.max_in).map_err(|e| e.to_string())?;
-        let names = called_functions(logical_plan, &plan).map_err(|e| e.to_string())?;
+            .map_err(unplaced)?;
+        let plan = fe_reads_its_own(plan).map_err(unplaced)?;
+        placement(&plan).map_err(|why| (why, Apart::of(&plan)))?;
+        let plan = super::cross_filters::link(plan, self.max_in).map_err(unplaced)?;
+        let names = called_functions(logical_plan, &plan).map_err(unplaced)?;
         self.functions.set(header_value(&names));
         tracing::debug!(
             "distributed plan:\n{}",
