@@ -2,14 +2,17 @@
 //! (`--enable-debug-points`, `POST /api/debug_point/add/{name}`): a bug that
 //! panics one statement, fragment, load or background round ends that piece
 //! of work with an error and leaves the server serving, with no state left
-//! behind and never a shortened answer.
+//! behind and never a shortened answer; a heartbeat missed at the wrong
+//! moment loses no load.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable;
-use tethys_sql_tests::{LoadFixture, TethysServer, assert_load_failed, curl, json_field};
+use tethys_sql_tests::{
+    LoadFixture, TethysServer, assert_load_failed, curl, json_field, query_rows,
+};
 
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tethys"))
@@ -152,4 +155,40 @@ async fn background_rounds_outlive_a_panic() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(f.count().await, 2);
+}
+
+/// A heartbeat missed between a load's writes and its publish (the
+/// servers busy) made publish skip the replicas it had just written as not
+/// alive, and the INSERT failed after its commit ("0 of 1 replicas"),
+/// seen only when three debug-build servers ran at once. Publish calls
+/// every registered backend holding a replica; the debug point has every
+/// backend miss a heartbeat right before it.
+#[tokio::test]
+async fn a_heartbeat_missed_before_publish_leaves_the_load_visible() {
+    let f = fixture(&[]).await;
+    let mut c = f.conn().await;
+    debug_point(&f.server, "FePublish.heartbeatMissed", 1);
+    c.query_drop("INSERT INTO f.t (id) SELECT number FROM numbers(\"number\" = \"1000\")")
+        .await
+        .expect("the load publishes on the backend that missed its heartbeat");
+    // The point acted: the backend is not alive, and says why.
+    let backends = query_rows(&mut c, "SHOW BACKENDS").await;
+    assert!(
+        backends
+            .iter()
+            .any(|r| r[9] == "false" && r.iter().any(|v| v.contains("FePublish.heartbeatMissed"))),
+        "{backends:?}"
+    );
+    // Visible once the backend answers a heartbeat again (every 5 s).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match c.query_first::<u64, _>("SELECT count(*) FROM f.t").await {
+            Ok(Some(1000)) => break,
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "the load never became visible: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

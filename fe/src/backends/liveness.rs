@@ -146,18 +146,28 @@ impl Backends {
                     self.pool().clear_suspect(beat.backend.id);
                     beats.push(beat);
                 }
-                Err(why) => {
-                    if st.alive || st.dead_since_ms == 0 {
-                        st.dead_since_ms = now;
-                    }
-                    st.alive = false;
-                    st.err_msg = why;
-                    st.failures += 1;
-                }
+                Err(why) => missed(st, now, why),
             }
         }
         beats
     }
+
+    /// Records that backend `id` missed a heartbeat (`why`), as a failed
+    /// heartbeat does: not alive until it answers one again.
+    pub fn heartbeat_missed(&self, id: i64, why: String) {
+        let now = chrono::Utc::now().timestamp_millis();
+        let mut status = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        missed(status.entry(id).or_default(), now, why);
+    }
+}
+
+fn missed(st: &mut BackendStatus, now: i64, why: String) {
+    if st.alive || st.dead_since_ms == 0 {
+        st.dead_since_ms = now;
+    }
+    st.alive = false;
+    st.err_msg = why;
+    st.failures += 1;
 }
 
 fn record(st: &mut BackendStatus, h: &HeartbeatResponse, now: i64) {
