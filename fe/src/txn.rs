@@ -221,18 +221,10 @@ impl TxnManager {
     /// each tablet's replicas have it. Every registered backend holding one
     /// is called, whatever its last heartbeat said: a heartbeat missed while
     /// the servers were busy left a committed INSERT invisible ("0 of 1
-    /// replicas published", tests/runtime_filter.rs with three servers at
-    /// once); a dead one fails its call (or its publish timeout). The
+    /// replicas published"; tests/faults.rs acts it out); a dead one fails
+    /// its call (or its publish timeout). The
     /// replicas that did not publish are recorded as behind.
     async fn publish(&self, txn_id: i64) -> Result<()> {
-        // The fault above, acted out: every backend misses a heartbeat
-        // between the load's writes and its publish.
-        if tethys_common::debug_point::hit("FePublish.heartbeatMissed") {
-            for b in self.backends.registered() {
-                let why = "debug point FePublish.heartbeatMissed".to_string();
-                self.backends.heartbeat_missed(b.id, why);
-            }
-        }
         let registered: BTreeSet<i64> = self.backends.registered().iter().map(|b| b.id).collect();
         let (plan, tablets) = self.publish_plan(txn_id, &registered)?;
         let calls = plan.into_values().map(|(be, tablets)| async move {

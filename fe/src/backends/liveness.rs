@@ -119,7 +119,11 @@ impl Backends {
                 cluster_id: me.cluster_id,
                 token: me.token.clone(),
             };
+            // Debug point: heartbeats that get no answer (a busy server's).
             let answer = match self.client(b) {
+                Ok(_) if tethys_common::debug_point::hit("FeHeartbeat.miss") => {
+                    Err("debug point FeHeartbeat.miss".to_string())
+                }
                 Ok(c) => match tokio::time::timeout(timeout, c.heartbeat(req)).await {
                     Ok(r) => r.map_err(|e| e.to_string()),
                     Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
@@ -150,14 +154,6 @@ impl Backends {
             }
         }
         beats
-    }
-
-    /// Records that backend `id` missed a heartbeat (`why`), as a failed
-    /// heartbeat does: not alive until it answers one again.
-    pub fn heartbeat_missed(&self, id: i64, why: String) {
-        let now = chrono::Utc::now().timestamp_millis();
-        let mut status = self.status.lock().unwrap_or_else(|p| p.into_inner());
-        missed(status.entry(id).or_default(), now, why);
     }
 }
 
