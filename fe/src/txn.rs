@@ -225,8 +225,7 @@ impl TxnManager {
     /// its call (or its publish timeout). The
     /// replicas that did not publish are recorded as behind.
     async fn publish(&self, txn_id: i64) -> Result<()> {
-        let registered: BTreeSet<i64> = self.backends.registered().iter().map(|b| b.id).collect();
-        let (plan, tablets) = self.publish_plan(txn_id, &registered)?;
+        let (plan, tablets) = self.publish_plan(txn_id)?;
         let calls = plan.into_values().map(|(be, tablets)| async move {
             let r = match self.backends.client(&be) {
                 Ok(client) => {
@@ -288,13 +287,12 @@ impl TxnManager {
 
     /// Per backend, the tablet versions a publish of `txn_id` sends it; and
     /// per tablet, the backends of all its replicas and of those it is sent
-    /// to: whose write did not fail, holding the version before, on one of
-    /// the `callable` backends (every registered one, heartbeat or not).
+    /// to: whose write did not fail, holding the version before, on a
+    /// registered backend (heartbeat or not).
     #[allow(clippy::type_complexity)]
     fn publish_plan(
         &self,
         txn_id: i64,
-        callable: &BTreeSet<i64>,
     ) -> Result<(
         BTreeMap<i64, (crate::catalog::BackendInfo, Vec<TabletVersion>)>,
         BTreeMap<i64, (Vec<i64>, Vec<i64>)>,
@@ -319,7 +317,6 @@ impl TxnManager {
                     if txn.failed_replicas.contains(&(tab.id, r.backend_id))
                         || txn_id < r.since_txn
                         || r.version < v.version - 1
-                        || !callable.contains(&r.backend_id)
                     {
                         continue;
                     }

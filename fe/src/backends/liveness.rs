@@ -150,20 +150,18 @@ impl Backends {
                     self.pool().clear_suspect(beat.backend.id);
                     beats.push(beat);
                 }
-                Err(why) => missed(st, now, why),
+                Err(why) => {
+                    if st.alive || st.dead_since_ms == 0 {
+                        st.dead_since_ms = now;
+                    }
+                    st.alive = false;
+                    st.err_msg = why;
+                    st.failures += 1;
+                }
             }
         }
         beats
     }
-}
-
-fn missed(st: &mut BackendStatus, now: i64, why: String) {
-    if st.alive || st.dead_since_ms == 0 {
-        st.dead_since_ms = now;
-    }
-    st.alive = false;
-    st.err_msg = why;
-    st.failures += 1;
 }
 
 fn record(st: &mut BackendStatus, h: &HeartbeatResponse, now: i64) {

@@ -360,25 +360,15 @@ fn route(ev: RouteTasksEvent, backends: &Backends) -> Option<DfResult<RouteTasks
 /// tables (`None`: it does not, any backend will do); an error when two of
 /// its scans put one task on different backends.
 fn task_backends(plan: &Arc<dyn ExecutionPlan>, tasks: usize) -> DfResult<Option<Vec<i64>>> {
-    let mut out: Option<Vec<i64>> = None;
-    let mut conflict = None;
-    plan.apply(|p| {
-        if p.is_network_boundary() {
-            return Ok(TreeNodeRecursion::Jump);
-        }
-        let Some(leaf) = p.downcast_ref::<DistributedLeafExec>() else {
-            return Ok(TreeNodeRecursion::Continue);
-        };
-        let ids: Vec<i64> = leaf.variants().iter().map(variant_backend).collect();
-        match &out {
-            None => out = Some(ids),
-            Some(prev) if *prev != ids => conflict = Some((prev.clone(), ids)),
-            Some(_) => {}
-        }
-        Ok(TreeNodeRecursion::Continue)
-    })?;
-    if let Some((a, b)) = conflict {
-        return Err(cannot_place(&format!("{SCANS_APART} {a:?} and {b:?}")));
+    let leaves = stage_leaves(plan);
+    let mut ids = leaves.iter().map(|(ids, _)| ids);
+    let out = ids.next().cloned();
+    if let Some(first) = &out
+        && let Some(other) = ids.find(|ids| *ids != first)
+    {
+        return Err(cannot_place(&format!(
+            "{SCANS_APART} {first:?} and {other:?}"
+        )));
     }
     match out {
         Some(ids) if ids.len() != tasks => Err(cannot_place(&format!(
@@ -406,31 +396,45 @@ impl Apart {
         out
     }
 
+    /// Adds the stage `plan`'s tables, if its scans are apart (as
+    /// [`task_backends`] finds them), and those of the stages below.
     fn stage(&mut self, plan: &Arc<dyn ExecutionPlan>) {
-        let mut leaves: Vec<(i64, String)> = vec![];
-        let mut below = vec![];
-        let _ = plan.apply(|p| {
-            if let Some(nb) = p.as_network_boundary() {
-                if let Stage::Local(s) = nb.input_stage() {
-                    below.push(s.plan.clone());
-                }
-                return Ok(TreeNodeRecursion::Jump);
-            }
-            if let Some(leaf) = p.downcast_ref::<DistributedLeafExec>()
-                && let Some(variant) = leaf.variants().first()
-            {
-                leaves.push((variant_backend(variant), variant_table(variant)));
-            }
-            Ok(TreeNodeRecursion::Continue)
-        });
+        let leaves = stage_leaves(plan);
         let apart = leaves.windows(2).any(|w| w[0].0 != w[1].0);
         if apart && let Some(probed) = probed_table(plan) {
             let builds = leaves.into_iter().map(|(_, t)| t).filter(|t| *t != probed);
             self.builds.extend(builds);
             self.probed.insert(probed);
         }
-        below.iter().for_each(|p| self.stage(p));
+        let _ = plan.apply(|p| {
+            if let Some(nb) = p.as_network_boundary() {
+                if let Stage::Local(s) = nb.input_stage() {
+                    self.stage(&s.plan);
+                }
+                return Ok(TreeNodeRecursion::Jump);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
     }
+}
+
+/// The scans of the stage `plan` (not of the stages below it): for each,
+/// the backend of each task's variant and its table (`db.name`).
+fn stage_leaves(plan: &Arc<dyn ExecutionPlan>) -> Vec<(Vec<i64>, String)> {
+    let mut leaves = vec![];
+    let _ = plan.apply(|p| {
+        if p.is_network_boundary() {
+            return Ok(TreeNodeRecursion::Jump);
+        }
+        if let Some(leaf) = p.downcast_ref::<DistributedLeafExec>() {
+            let variants = leaf.variants();
+            let ids = variants.iter().map(variant_backend).collect();
+            let table = variants.first().map(variant_table).unwrap_or_default();
+            leaves.push((ids, table));
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    leaves
 }
 
 /// The table of the scan a stage's joins probe: down hash joins' probe
