@@ -429,7 +429,7 @@ fn stage_leaves(plan: &Arc<dyn ExecutionPlan>) -> Vec<(Vec<i64>, String)> {
         if let Some(leaf) = p.downcast_ref::<DistributedLeafExec>() {
             let variants = leaf.variants();
             let ids = variants.iter().map(variant_backend).collect();
-            let table = variants.first().map(variant_table).unwrap_or_default();
+            let table = leaf_table(leaf).unwrap_or_default();
             leaves.push((ids, table));
         }
         Ok(TreeNodeRecursion::Continue)
@@ -444,7 +444,7 @@ fn probed_table(plan: &Arc<dyn ExecutionPlan>) -> Option<String> {
         return None;
     }
     if let Some(leaf) = plan.downcast_ref::<DistributedLeafExec>() {
-        return leaf.variants().first().map(variant_table);
+        return leaf_table(leaf);
     }
     if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
         return probed_table(j.right());
@@ -455,17 +455,10 @@ fn probed_table(plan: &Arc<dyn ExecutionPlan>) -> Option<String> {
     }
 }
 
-/// The table (`db.name`) a leaf variant's scan reads.
-fn variant_table(variant: &Arc<dyn ExecutionPlan>) -> String {
-    let mut table = String::new();
-    let _ = variant.apply(|p| {
-        if let Some(scan) = p.downcast_ref::<OlapScanExec>() {
-            table = format!("{}.{}", scan.node().database, scan.node().table);
-            return Ok(TreeNodeRecursion::Stop);
-        }
-        Ok(TreeNodeRecursion::Continue)
-    });
-    table
+/// The table (`db.name`) a leaf reads, as [`desired_tasks`] names it.
+fn leaf_table(leaf: &DistributedLeafExec) -> Option<String> {
+    let scan = leaf.original().downcast_ref::<BeFragmentExec>()?;
+    Some(scan.info.table.clone())
 }
 
 /// The backend a leaf variant's scan reads tablets on (0: none named).
