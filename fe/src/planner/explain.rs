@@ -13,7 +13,7 @@ use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::joins::{HashJoinExec, PartitionMode};
 use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
 use datafusion::physical_plan::sorts::sort::SortExec;
-use tethys_common::plan::{FragmentProfile, OlapScanExec};
+use tethys_common::plan::{FragmentProfile, OlapScanExec, ScanFilterExec};
 
 use datafusion_distributed::{DistributedLeafExec, NetworkBoundaryExt, Stage};
 
@@ -724,12 +724,13 @@ fn inline_projections(
 }
 
 /// Whether `plan` is the scan, or filters and projections right above it
-/// (which EXPLAIN folds into the scan node).
+/// (which EXPLAIN folds into the scan node), a filter a task's plan
+/// carries to a backend (`ScanFilterExec`) among them.
 pub(crate) fn over_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {
     if plan.downcast_ref::<OlapScanExec>().is_some() {
         return true;
     }
-    matches!(plan.name(), "FilterExec" | "ProjectionExec")
+    (matches!(plan.name(), "FilterExec" | "ProjectionExec") || plan.is::<ScanFilterExec>())
         && plan.children().len() == 1
         && over_scan(plan.children()[0])
 }
