@@ -14,9 +14,12 @@
 //! ends the stage. A query cancelled before one of its tasks starts here
 //! (recently, [`REMEMBERED`]) starts cancelled.
 //!
-//! The check also keeps `WaitTime`: how long its leaf kept the stage
-//! waiting (from a poll it answered "not ready" to the one with data), the
-//! time a stage waited on an exchange for EXPLAIN ANALYZE.
+//! The check also keeps `WaitTime`: how long its leaf kept each partition
+//! of the stage waiting (from a poll it answered "not ready" to the one
+//! with data), and `WaitTimeMax`, the longest of them: the partitions wait
+//! at the same time, so their sum can exceed the query's wall time, and
+//! EXPLAIN ANALYZE prints the longest as the time a stage's instances
+//! waited on an exchange.
 //!
 //! The stages run on the runtime that serves the backend's calls, and an
 //! operator fed by inputs that are always ready never yields its thread: a
@@ -52,7 +55,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec};
 use datafusion::physical_plan::metrics::{
-    ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time,
+    ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricsSet, Time,
 };
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::{Stream, StreamExt};
@@ -174,14 +177,19 @@ pub struct CancelCheckExec {
     input: Arc<dyn ExecutionPlan>,
     when_read: bool,
     metrics: ExecutionPlanMetricsSet,
+    /// `WaitTimeMax`, shared by the partitions' streams.
+    longest: Gauge,
 }
 
 impl CancelCheckExec {
     pub fn new(input: Arc<dyn ExecutionPlan>, when_read: bool) -> Self {
+        let metrics = ExecutionPlanMetricsSet::new();
+        let longest = MetricBuilder::new(&metrics).global_gauge("WaitTimeMax");
         CancelCheckExec {
             input,
             when_read,
-            metrics: ExecutionPlanMetricsSet::new(),
+            metrics,
+            longest,
         }
     }
 
@@ -230,6 +238,8 @@ impl ExecutionPlan for CancelCheckExec {
             ran_since: Instant::now(),
             waiting_since: None,
             wait: MetricBuilder::new(&self.metrics).subset_time("WaitTime", partition),
+            waited: Duration::ZERO,
+            longest: self.longest.clone(),
         }))
     }
 }
@@ -251,6 +261,10 @@ struct CheckedStream {
     /// Since when the input has not been ready.
     waiting_since: Option<Instant>,
     wait: Time,
+    /// This partition's wait so far, and the longest of the partitions'
+    /// (nanoseconds, one gauge for the node).
+    waited: Duration,
+    longest: Gauge,
 }
 
 impl Stream for CheckedStream {
@@ -290,7 +304,11 @@ impl Stream for CheckedStream {
         match (&polled, self.waiting_since) {
             (Poll::Pending, None) => self.waiting_since = Some(Instant::now()),
             (Poll::Ready(_), Some(since)) => {
-                self.wait.add_duration(since.elapsed());
+                let waited = since.elapsed();
+                self.wait.add_duration(waited);
+                self.waited += waited;
+                let total = usize::try_from(self.waited.as_nanos()).unwrap_or(usize::MAX);
+                self.longest.set_max(total);
                 self.waiting_since = None;
             }
             _ => {}
@@ -396,6 +414,58 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         assert!(stream.next().await.is_none());
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// A leaf whose one batch comes after a delay.
+    #[derive(Debug)]
+    struct Slow(SchemaRef, Duration);
+
+    impl datafusion::physical_plan::streaming::PartitionStream for Slow {
+        fn schema(&self) -> &SchemaRef {
+            &self.0
+        }
+
+        fn execute(&self, _: Arc<TaskContext>) -> SendableRecordBatchStream {
+            let (batch, delay) = (RecordBatch::new_empty(self.0.clone()), self.1);
+            let late = futures::stream::once(async move {
+                tokio::time::sleep(delay).await;
+                Ok(batch)
+            });
+            Box::pin(
+                datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                    self.0.clone(),
+                    late,
+                ),
+            )
+        }
+    }
+
+    /// Each partition's wait is kept, and the longest of them: the
+    /// partitions wait at the same time, so EXPLAIN ANALYZE prints the
+    /// longest (their sum exceeded the query's wall time).
+    #[tokio::test]
+    async fn the_longest_wait_of_the_partitions_is_kept() {
+        use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+        let schema = Arc::new(arrow::datatypes::Schema::empty());
+        let parts = [10, 40].map(|ms| {
+            Arc::new(Slow(schema.clone(), Duration::from_millis(ms))) as Arc<dyn PartitionStream>
+        });
+        let leaf = StreamingTableExec::try_new(schema, parts.to_vec(), None, [], false, None);
+        let check = CancelCheckExec::new(Arc::new(leaf.unwrap()), false);
+        let context = Arc::new(TaskContext::default());
+        let streams = (0..2).map(|p| check.execute(p, context.clone()).unwrap());
+        futures::future::join_all(streams.map(|s| s.collect::<Vec<_>>())).await;
+        let metrics = check.metrics().unwrap();
+        let each: Vec<usize> = metrics
+            .iter()
+            .filter(|m| m.value().name() == "WaitTime")
+            .map(|m| m.value().as_usize())
+            .collect();
+        let longest = metrics.sum_by_name("WaitTimeMax").map(|v| v.as_usize());
+        assert_eq!(each.len(), 2, "{each:?}");
+        assert!(each.iter().all(|ns| *ns >= 10_000_000), "{each:?}");
+        assert_eq!(longest, each.iter().max().copied(), "{each:?}");
+        assert!(longest < Some(each.iter().sum()), "{each:?}");
     }
 
     /// In `scan JOIN (scan JOIN scan)` only the build side of the outer

@@ -33,7 +33,9 @@ use serde::{Deserialize, Serialize};
 pub const PROFILE_MAGIC: &[u8; 8] = b"TPROFIL1";
 
 /// Counters per operator, summed over the operator's partitions (and, once
-/// merged on the FE, over every backend and partition of the fragment).
+/// merged on the FE, over every backend and partition of the fragment);
+/// a counter named `...Max` (the cancel check's `WaitTimeMax`) is a
+/// maximum, and merges as one ([`combine`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FragmentProfile {
     /// Operator name (`TabletScanExec`, `AggregateExec`, ...) -> counter
@@ -54,7 +56,7 @@ impl FragmentProfile {
         for (op, counters) in &other.operators {
             let mine = self.operators.entry(op.clone()).or_default();
             for (name, v) in counters {
-                *mine.entry(name.clone()).or_default() += v;
+                combine(mine.entry(name.clone()).or_default(), name, *v);
             }
         }
     }
@@ -80,7 +82,7 @@ fn collect(plan: &Arc<dyn ExecutionPlan>, out: &mut FragmentProfile) {
         let entry = out.operators.entry(plan.name().to_string()).or_default();
         for m in metrics.iter() {
             if let Some((name, v)) = counter(m.value()) {
-                *entry.entry(name.to_string()).or_default() += v as u64;
+                combine(entry.entry(name.to_string()).or_default(), name, v as u64);
             }
         }
     }
@@ -89,10 +91,23 @@ fn collect(plan: &Arc<dyn ExecutionPlan>, out: &mut FragmentProfile) {
     }
 }
 
-/// A metric as a counter that sums across partitions and tasks: rows,
-/// counts, bytes and times (nanoseconds); gauges are left out.
+/// Adds `v` to counter `name`'s value `to`, or keeps the larger of them
+/// for a maximum (a counter named `...Max`).
+fn combine(to: &mut u64, name: &str, v: u64) {
+    match name.ends_with("Max") {
+        true => *to = (*to).max(v),
+        false => *to += v,
+    }
+}
+
+/// A metric as a counter: rows, counts, bytes and times (nanoseconds),
+/// which sum across partitions and tasks, and gauges named `...Max`, which
+/// do not; other gauges are left out.
 fn counter(v: &MetricValue) -> Option<(&str, usize)> {
     Some(match v {
+        MetricValue::Gauge { name, gauge } if name.ends_with("Max") => {
+            (name.as_ref(), gauge.value())
+        }
         MetricValue::OutputRows(c) => ("RowsProduced", c.value()),
         MetricValue::OutputBytes(c) => ("BytesProduced", c.value()),
         MetricValue::Count { name, count } => (name.as_ref(), count.value()),
@@ -147,12 +162,12 @@ impl FragmentProfile {
             MetricValue::Count { .. } => name.split_once('.').unwrap_or((op, name)),
             _ => (op, name),
         };
-        *self
-            .operators
-            .entry(op.to_string())
-            .or_default()
-            .entry(name.to_string())
-            .or_default() += v as u64;
+        let counters = self.operators.entry(op.to_string()).or_default();
+        combine(
+            counters.entry(name.to_string()).or_default(),
+            name,
+            v as u64,
+        );
     }
 
     /// A counter, if some operator named `op` kept it.
@@ -342,6 +357,27 @@ mod tests {
         c.merge(&a);
         assert_eq!(c.operators["TabletScanExec"]["RawRowsRead"], 20);
         assert!(FragmentProfile::decode(b"not a profile").is_none());
+    }
+
+    /// Partitions, fragments and tasks wait at the same time: the longest
+    /// wait merges as a maximum, the summed wait as a sum.
+    #[test]
+    fn a_maximum_merges_as_one() {
+        let mut a = FragmentProfile::default();
+        set(&mut a, "CancelCheckExec", "WaitTime", 7);
+        set(&mut a, "CancelCheckExec", "WaitTimeMax", 7);
+        let mut b = FragmentProfile::default();
+        set(&mut b, "CancelCheckExec", "WaitTime", 5);
+        set(&mut b, "CancelCheckExec", "WaitTimeMax", 5);
+        a.merge(&b);
+        assert_eq!(a.get("CancelCheckExec", "WaitTime"), Some(12));
+        assert_eq!(a.get("CancelCheckExec", "WaitTimeMax"), Some(7));
+        let mut c = FragmentProfile::default();
+        for m in b.to_metrics().iter().chain(a.to_metrics().iter()) {
+            c.add_metric("CountedLeafExec", m);
+        }
+        assert_eq!(c.get("CancelCheckExec", "WaitTimeMax"), Some(7));
+        assert_eq!(c.get("CancelCheckExec", "WaitTime"), Some(17));
     }
 
     #[test]
