@@ -238,7 +238,6 @@ impl ExecutionPlan for CancelCheckExec {
             ran_since: Instant::now(),
             waiting_since: None,
             wait: MetricBuilder::new(&self.metrics).subset_time("WaitTime", partition),
-            waited: Duration::ZERO,
             longest: self.longest.clone(),
         }))
     }
@@ -260,10 +259,9 @@ struct CheckedStream {
     ran_since: Instant,
     /// Since when the input has not been ready.
     waiting_since: Option<Instant>,
+    /// This partition's wait so far (nanoseconds), and the longest of the
+    /// partitions' (one gauge for the node).
     wait: Time,
-    /// This partition's wait so far, and the longest of the partitions'
-    /// (nanoseconds, one gauge for the node).
-    waited: Duration,
     longest: Gauge,
 }
 
@@ -304,11 +302,8 @@ impl Stream for CheckedStream {
         match (&polled, self.waiting_since) {
             (Poll::Pending, None) => self.waiting_since = Some(Instant::now()),
             (Poll::Ready(_), Some(since)) => {
-                let waited = since.elapsed();
-                self.wait.add_duration(waited);
-                self.waited += waited;
-                let total = usize::try_from(self.waited.as_nanos()).unwrap_or(usize::MAX);
-                self.longest.set_max(total);
+                self.wait.add_duration(since.elapsed());
+                self.longest.set_max(self.wait.value());
                 self.waiting_since = None;
             }
             _ => {}
